@@ -1,0 +1,105 @@
+// swift-tools-version:6.0
+// churnwatch: a status-polling batch worker for App Store subscriptions, on PostgreSQL.
+//
+// Dependencies point one way (design.md §2):
+//   churnwatch → Polling → (AppStoreServerAPI, ChurnStore) → (ChurnModel, Postgres)
+// ChurnModel and AppStoreModels import Foundation only. The simulator shares AppStoreModels
+// with the client and nothing else; the churnwatch binary never links the simulator.
+import PackageDescription
+
+let package = Package(
+    name: "churnwatch",
+    platforms: [.macOS(.v14)],
+    products: [
+        .executable(name: "churnwatch", targets: ["churnwatch"]),
+    ],
+    dependencies: [
+        // CLI parsing for churnwatch (Apple).
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
+        // The logging API that libraries take instead of building their own (Apple).
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        // P-256 / ES256 signing and verification, SHA-256 (Apple). Never hand-rolled crypto.
+        .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
+        // X.509 parsing and RFC 5280 path validation for Apple's x5c chains (Apple).
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-asn1.git", from: "1.3.0"),
+    ],
+    targets: [
+        // libpq, from Debian's libpq-dev.
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
+        // The only code that touches libpq.
+        .target(
+            name: "Postgres",
+            dependencies: [
+                "CLibPQ",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Pure domain: snapshot, change detection, segments, win-back decisions. Foundation only.
+        .target(name: "ChurnModel"),
+        // Apple's wire types (JSON bodies, decoded JWS payloads). Foundation only; shared with
+        // the simulator.
+        .target(name: "AppStoreModels"),
+        // Client for the App Store Server API: auth, endpoints, JWS verification, limits.
+        .target(
+            name: "AppStoreServerAPI",
+            dependencies: [
+                "AppStoreModels",
+                "ChurnModel",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // All SQL for churnwatch's own tables.
+        .target(
+            name: "ChurnStore",
+            dependencies: [
+                "Postgres",
+                "ChurnModel",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Scheduler, worker pool, batch writer.
+        .target(
+            name: "Polling",
+            dependencies: [
+                "AppStoreServerAPI",
+                "ChurnStore",
+                "ChurnModel",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .executableTarget(
+            name: "churnwatch",
+            dependencies: [
+                "Polling",
+                "ChurnStore",
+                "Postgres",
+                "AppStoreServerAPI",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
+        .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
+        .testTarget(name: "ChurnModelTests", dependencies: ["ChurnModel"]),
+        .testTarget(
+            name: "AppStoreServerAPITests",
+            dependencies: [
+                "AppStoreServerAPI",
+                "AppStoreModels",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ]
+        ),
+        .testTarget(name: "ChurnStoreTests", dependencies: ["ChurnStore", "Postgres"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,2 @@
+// Placeholder until the App Store client issue fills this module in.
+import Foundation
