@@ -17,7 +17,7 @@ let package = Package(
         // CLI parsing for churnwatch (Apple).
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.5.0"),
         // The logging API that libraries take instead of building their own (Apple).
-        .package(url: "https://github.com/apple/swift-log.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.0"),
         // P-256 / ES256 signing and verification, SHA-256 (Apple). Never hand-rolled crypto.
         .package(url: "https://github.com/apple/swift-crypto.git", "3.12.3"..<"5.0.0"),
         // X.509 parsing and RFC 5280 path validation for Apple's x5c chains (Apple).
@@ -87,7 +87,10 @@ let package = Package(
             ]
         ),
 
-        .testTarget(name: "PostgresTests", dependencies: ["Postgres"]),
+        .testTarget(
+            name: "PostgresTests",
+            dependencies: ["Postgres", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(name: "ChurnModelTests", dependencies: ["ChurnModel"]),
         .testTarget(
             name: "AppStoreServerAPITests",

@@ -1,0 +1,35 @@
+# Shared helpers for ops/ scripts (sourced, not run).
+
+# Installs Debian packages churnwatch needs when they are missing and we may install
+# (root, or passwordless sudo). Otherwise says what to install and fails.
+ensure_system_packages() {
+    local missing=()
+    pkg-config --exists libpq 2>/dev/null || missing+=(libpq-dev)
+    if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
+        missing+=(postgresql)
+    fi
+    command -v python3 >/dev/null 2>&1 || missing+=(python3)
+    [ ${#missing[@]} -eq 0 ] && return 0
+    local sudo=""
+    if [ "$(id -u)" != 0 ]; then
+        if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+            sudo="sudo -n"
+        else
+            echo "missing Debian packages: ${missing[*]} (install them: apt-get install -y ${missing[*]})" >&2
+            return 1
+        fi
+    fi
+    echo "installing ${missing[*]} ..." >&2
+    $sudo apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+    # Debian's package starts a system cluster; ours are separate, so it can stay or go.
+}
+
+# Apple's official Python library, used to cross-check the JWS we verify and sign.
+ensure_python_crosscheck() {
+    command -v python3 >/dev/null 2>&1 || return 1
+    python3 -c 'import appstoreserverlibrary' 2>/dev/null && return 0
+    python3 -m pip install --quiet --disable-pip-version-check app-store-server-library >/dev/null 2>&1 \
+        || python3 -m pip install --quiet --user --disable-pip-version-check app-store-server-library >/dev/null 2>&1 \
+        || { echo "note: could not install app-store-server-library from PyPI; the Python cross-check will say why it skips" >&2; return 1; }
+}
