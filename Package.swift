@@ -103,6 +103,8 @@ let package = Package(
             ]
         ),
         .testTarget(name: "ChurnStoreTests", dependencies: ["ChurnStore", "Postgres"]),
+        // Runs the built churnwatch binary as operators do (exit codes, output).
+        .testTarget(name: "ChurnwatchCLITests", dependencies: ["churnwatch", "Postgres"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -21,11 +21,22 @@ public final class PostgresConnection: @unchecked Sendable {
     /// Connects with a libpq connection string (`host=... dbname=...`) or a
     /// `postgresql://` URL. An empty string uses libpq's environment defaults (PGHOST, ...).
     ///
+    /// `overrides` are libpq keywords applied on top of the connection string
+    /// (e.g. `["dbname": "other"]`).
+    ///
     /// - Throws: `PostgresError` of kind `.connectionFailed`, one line naming where it tried.
-    public init(connectionString: String, logger: Logger = Logger(label: "churnwatch.postgres")) throws {
+    public init(
+        connectionString: String,
+        overrides: [String: String] = [:],
+        logger: Logger = Logger(label: "churnwatch.postgres")
+    ) throws {
         self.logger = logger
-        let keys = ["connect_timeout", "dbname", "fallback_application_name"]
-        let values = ["10", connectionString, "churnwatch"]
+        var keys = ["connect_timeout", "dbname", "fallback_application_name"]
+        var values = ["10", connectionString, "churnwatch"]
+        for (key, value) in overrides.sorted(by: { $0.key < $1.key }) {
+            keys.append(key)
+            values.append(value)
+        }
         let c: OpaquePointer? = withArrayOfCStrings(keys) { k in
             withArrayOfCStrings(values) { v in PQconnectdbParams(k, v, 1) }
         }
@@ -42,7 +53,13 @@ public final class PostgresConnection: @unchecked Sendable {
         PQsetNoticeProcessor(c, { arg, message in
             guard let arg, let message else { return }
             let sink = Unmanaged<NoticeSink>.fromOpaque(arg).takeUnretainedValue()
-            sink.logger.notice("\(PostgresConnection.firstLine(message))", metadata: ["source": "postgres"])
+            let text = PostgresConnection.firstLine(message)
+            // NOTICE ("already exists, skipping") is chatter; WARNING deserves attention.
+            if text.hasPrefix("WARNING") {
+                sink.logger.warning("\(text)", metadata: ["source": "postgres"])
+            } else {
+                sink.logger.debug("\(text)", metadata: ["source": "postgres"])
+            }
         }, Unmanaged.passUnretained(noticeSink).toOpaque())
         do {
             try runScript("SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET client_encoding = 'UTF8'; SET IntervalStyle = 'iso_8601'")

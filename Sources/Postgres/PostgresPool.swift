@@ -12,14 +12,22 @@ public final class PostgresPool: Sendable {
     private let slots: [Slot]
     private let manager: SlotManager
     private let connectionString: String
+    private let overrides: [String: String]
     private let logger: Logger
 
     /// - Parameters:
     ///   - connectionString: libpq connection string or `postgresql://` URL.
     ///   - size: the most connections open at once.
-    public init(connectionString: String, size: Int = 4, logger: Logger = Logger(label: "churnwatch.postgres")) {
+    ///   - overrides: libpq keywords applied on top of the connection string.
+    public init(
+        connectionString: String,
+        overrides: [String: String] = [:],
+        size: Int = 4,
+        logger: Logger = Logger(label: "churnwatch.postgres")
+    ) {
         precondition(size > 0, "pool size must be positive")
         self.connectionString = connectionString
+        self.overrides = overrides
         self.logger = logger
         slots = (0..<size).map { Slot(index: $0) }
         manager = SlotManager(count: size)
@@ -36,11 +44,12 @@ public final class PostgresPool: Sendable {
         let index = await manager.acquire()
         let slot = slots[index]
         let connectionString = self.connectionString
+        let overrides = self.overrides
         let logger = self.logger
         let result: Result<T, any Error> = await withCheckedContinuation { continuation in
             slot.queue.async {
                 continuation.resume(returning: Result {
-                    try slot.run(connectionString: connectionString, logger: logger, body)
+                    try slot.run(connectionString: connectionString, overrides: overrides, logger: logger, body)
                 })
             }
         }
@@ -93,13 +102,13 @@ private final class Slot: @unchecked Sendable {
         queue = DispatchQueue(label: "churnwatch.postgres.connection.\(index)")
     }
 
-    func run<T>(connectionString: String, logger: Logger, _ body: (PostgresConnection) throws -> T) throws -> T {
+    func run<T>(connectionString: String, overrides: [String: String], logger: Logger, _ body: (PostgresConnection) throws -> T) throws -> T {
         let c: PostgresConnection
         if let existing = connection, !existing.isBroken {
             c = existing
         } else {
             connection = nil
-            c = try PostgresConnection(connectionString: connectionString, logger: logger)
+            c = try PostgresConnection(connectionString: connectionString, overrides: overrides, logger: logger)
             connection = c
         }
         do {

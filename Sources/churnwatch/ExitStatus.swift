@@ -1,0 +1,59 @@
+import AppStoreServerAPI
+import ArgumentParser
+import ChurnStore
+import Foundation
+import Postgres
+
+/// churnwatch's exit codes (design.md §6), as operators and cron wrappers read them.
+enum ExitStatus {
+    /// Done.
+    static let ok: Int32 = 0
+    /// A bug.
+    static let bug: Int32 = 1
+    /// A dependency (database, Apple) unreachable at start (EX_UNAVAILABLE).
+    static let unavailable: Int32 = 69
+    /// Stopped early but resumable: SIGTERM, time budget, Apple unavailable (EX_TEMPFAIL).
+    static let resumable: Int32 = 75
+    /// Bad configuration (EX_CONFIG).
+    static let configuration: Int32 = 78
+}
+
+/// An error the CLI reports in one line with a chosen exit code.
+struct CLIError: Error, CustomStringConvertible {
+    var description: String
+    var exitCode: Int32
+
+    static func configuration(_ message: String) -> CLIError { CLIError(description: message, exitCode: ExitStatus.configuration) }
+    static func unavailable(_ message: String) -> CLIError { CLIError(description: message, exitCode: ExitStatus.unavailable) }
+    static func resumable(_ message: String) -> CLIError { CLIError(description: message, exitCode: ExitStatus.resumable) }
+}
+
+/// Runs a command body and turns every error into one line on stderr and an exit code.
+func reportingErrors(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let error as ExitCode {
+        throw error
+    } catch let error as CleanExit {
+        throw error
+    } catch {
+        let (message, code) = classify(error)
+        FileHandle.standardError.write(Data("churnwatch: \(message)\n".utf8))
+        throw ExitCode(code)
+    }
+}
+
+func classify(_ error: any Error) -> (String, Int32) {
+    switch error {
+    case let e as CLIError:
+        return (e.description, e.exitCode)
+    case let e as PostgresError where e.kind == .connectionFailed:
+        return (e.message, ExitStatus.unavailable)
+    case let e as PostgresError where e.kind == .connectionLost:
+        return ("lost the PostgreSQL connection: \(e.message) (re-run to resume)", ExitStatus.resumable)
+    case let e as MigrationError:
+        return (e.description, ExitStatus.configuration)
+    default:
+        return ("internal error: \(error)", ExitStatus.bug)
+    }
+}

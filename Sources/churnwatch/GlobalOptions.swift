@@ -1,0 +1,58 @@
+import ArgumentParser
+import Foundation
+import Logging
+
+/// Options every command takes. Flags override environment variables.
+struct GlobalOptions: ParsableArguments {
+    @Option(name: .customLong("database-url"), help: ArgumentHelp(
+        "PostgreSQL connection string or postgresql:// URL (default: $DATABASE_URL).",
+        valueName: "url"))
+    var databaseURL: String?
+
+    @Option(name: .customLong("log-format"), help: "Log format on stderr: text or json (default: text on a terminal, json otherwise).")
+    var logFormat: LogFormat?
+
+    @Option(name: .customLong("log-level"), help: "Least severe log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: Logger.Level = .info
+
+    /// The database URL from the flag or the environment; a configuration error when absent.
+    func resolvedDatabaseURL(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String {
+        if let databaseURL, !databaseURL.isEmpty { return databaseURL }
+        if let env = environment["DATABASE_URL"], !env.isEmpty { return env }
+        throw CLIError.configuration("DATABASE_URL is not set: pass --database-url or set DATABASE_URL to a libpq connection string")
+    }
+
+    /// Sets up logging once per process.
+    func bootstrapLogging() {
+        let format = logFormat ?? (isatty(STDERR_FILENO) == 1 ? .text : .json)
+        let level = logLevel
+        LoggingBootstrap.once(format: format, level: level)
+    }
+}
+
+enum LogFormat: String, ExpressibleByArgument, CaseIterable, Sendable {
+    case text, json
+}
+
+extension Logger.Level: @retroactive ExpressibleByArgument {}
+
+enum LoggingBootstrap {
+    private static let lock = NSLock()
+    nonisolated(unsafe) private static var done = false
+
+    static func once(format: LogFormat, level: Logger.Level) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !done else { return }
+        done = true
+        LoggingSystem.bootstrap { label in
+            var handler: any LogHandler
+            switch format {
+            case .text: handler = StreamLogHandler.standardError(label: label)
+            case .json: handler = JSONLogHandler(label: label)
+            }
+            handler.logLevel = level
+            return handler
+        }
+    }
+}
