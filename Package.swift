@@ -100,7 +100,8 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
-            ]
+            ],
+            resources: [.copy("Fixtures")]
         ),
         .testTarget(name: "ChurnStoreTests", dependencies: ["ChurnStore", "Postgres"]),
         // Runs the built churnwatch binary as operators do (exit codes, output).

@@ -1,2 +1,1 @@
-// Placeholder until the App Store client issue fills this module in.
-import Foundation
+@_exported import AppStoreModels
