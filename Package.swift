@@ -87,6 +87,15 @@ let package = Package(
             ]
         ),
 
+        // Benchmarks behind ops/bench (release builds); prints key=value lines.
+        .executableTarget(
+            name: "churnwatch-bench",
+            dependencies: [
+                "Postgres",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
         .testTarget(
             name: "PostgresTests",
             dependencies: ["Postgres", .product(name: "Logging", package: "swift-log")]

@@ -1,0 +1,24 @@
+import Foundation
+import Postgres
+
+// churnwatch-bench MODE: benchmarks for ops/bench. Each prints `key=value` lines.
+//   pg   COPY and batched upsert throughput for 100,000 rows (DATABASE_URL)
+
+let arguments = CommandLine.arguments.dropFirst()
+guard let mode = arguments.first else {
+    FileHandle.standardError.write(Data("usage: churnwatch-bench pg\n".utf8))
+    exit(2)
+}
+
+do {
+    switch mode {
+    case "pg":
+        try PostgresBenchmark(rows: Int(ProcessInfo.processInfo.environment["BENCH_ROWS"] ?? "") ?? 100_000).run()
+    default:
+        FileHandle.standardError.write(Data("churnwatch-bench: unknown mode \(mode)\n".utf8))
+        exit(2)
+    }
+} catch {
+    FileHandle.standardError.write(Data("churnwatch-bench: \(error)\n".utf8))
+    exit(1)
+}
