@@ -14,8 +14,8 @@ import Foundation
 /// - `auto_renew_disabled` only while the subscription is still active: an expiry, a refund or
 ///   a billing failure is not a customer turning auto-renew off.
 public enum ChangeDetector {
-    /// A new period that starts more than this after the previous period ended proves a lapse
-    /// in between (a resubscribe, or a recovery, depending on `transactionReason`).
+    /// A new period must start more than this after the previous period ended to count as a
+    /// lapse in between (a resubscribe or a recovery, depending on `transactionReason`).
     public static let lapseTolerance: TimeInterval = 3600
 
     /// The events that lead from `previous` to `current`, detected at `asOf`.
@@ -75,10 +75,19 @@ private struct Diff {
     var newTransaction: Bool { ChangeDetector.hasNewTransaction(c, since: p) }
     var productChanged: Bool { c.productId != p.productId }
 
-    /// The new period started clearly after the previous one ended.
-    var lapsed: Bool {
+    /// The new period started clearly after the previous period ended.
+    var startsAfterPreviousEnd: Bool {
         guard newTransaction, let start = c.periodStart, let end = p.periodEnd else { return false }
         return start > end.addingTimeInterval(ChangeDetector.lapseTolerance)
+    }
+
+    /// There was a gap without a paid period: the new period started after the previous one
+    /// ended, sooner than a chain of missed renewals could explain (less than one period).
+    var provenLapse: Bool {
+        guard startsAfterPreviousEnd, let start = c.periodStart, let end = p.periodEnd, let newEnd = c.periodEnd else {
+            return false
+        }
+        return start.timeIntervalSince(end) < newEnd.timeIntervalSince(start) - ChangeDetector.lapseTolerance
     }
 
     mutating func detect() {
@@ -116,14 +125,19 @@ private struct Diff {
         details["price"] = c.price.map(String.init)
         details["currency"] = c.currency
 
-        if p.state.isChurned || (lapsed && c.transactionReason == .purchase) {
+        // A customer-initiated purchase after the period ended is a resubscribe; with another
+        // product it could also be an upgrade after renewals we didn't see, unless the gap is
+        // proven or the history shows no upgrade.
+        let purchasedAfterEnd = c.transactionReason == .purchase && c.upgradedFromProductId == nil
+            && (productChanged ? provenLapse : startsAfterPreviousEnd)
+        if p.state.isChurned || purchasedAfterEnd {
             details["old_expiration_intent"] = p.rawExpirationIntent.map(String.init)
             emit(.resubscribed, at: c.periodStart, basis: "purchaseDate", details)
             return
         }
-        let recovery = p.state.isBillingTrouble || (lapsed && c.transactionReason == .renewal)
-        let immediateChange = !recovery && productChanged && !lapsed
-            && (c.upgradedFromProductId == p.productId || c.transactionReason == .purchase)
+        let recovery = p.state.isBillingTrouble || (c.transactionReason == .renewal && provenLapse)
+        let immediateChange = !recovery && productChanged
+            && (c.upgradedFromProductId != nil || c.transactionReason == .purchase)
         if immediateChange {
             details["kind"] = "immediate"
             emit(.planChanged, at: c.periodStart, basis: "purchaseDate", details)
@@ -175,10 +189,12 @@ private struct Diff {
            newSpell || (p.state != .gracePeriod && p.gracePeriodExpiresDate == nil) {
             emit(.gracePeriodStarted, at: c.periodEnd, basis: "expiresDate", details)
         }
-        if !newTransaction, p.state == .gracePeriod, c.state == .billingRetry || c.state == .expired {
-            details["grace_period_expires_date"] = text(p.gracePeriodExpiresDate ?? c.gracePeriodExpiresDate)
-            emit(.gracePeriodExpired, at: p.gracePeriodExpiresDate ?? c.gracePeriodExpiresDate,
-                 basis: "gracePeriodExpiresDate", details)
+        let graceEnd = p.gracePeriodExpiresDate ?? c.gracePeriodExpiresDate
+        if !newTransaction, p.state == .gracePeriod, c.state == .billingRetry || c.state == .expired,
+           graceEnd.map({ $0 <= asOf }) ?? true {
+            // A cancel during grace ends it early: that is an expiry (intent 1), not this.
+            details["grace_period_expires_date"] = text(graceEnd)
+            emit(.gracePeriodExpired, at: graceEnd, basis: "gracePeriodExpiresDate", details)
         } else if newSpell, c.state == .billingRetry, let grace = c.gracePeriodExpiresDate, grace <= asOf {
             // Grace began and ended between two polls.
             emit(.gracePeriodExpired, at: grace, basis: "gracePeriodExpiresDate", details)
