@@ -86,6 +86,18 @@ struct ChangeDetectorTests {
              after: Apple().newPeriod(2, at: day(40), days: 7, reason: "PURCHASE").expired(intent: 1), afterAt: day(50),
              events: [.resubscribed, .expired]),
 
+        Case(name: "purchase of another product long after the end could be an upgrade after missed renewals",
+             before: Apple(), beforeAt: day(29), after: Apple().newPeriod(5, at: day(95), product: "premium.monthly", reason: "PURCHASE"),
+             afterAt: day(96), events: [.planChanged]),
+        Case(name: "legacy renewal after a gap, no transactionReason: no guess", before: Apple(), beforeAt: day(29),
+             after: Apple().newPeriod(2, at: day(34)).with { $0.transaction.transactionReason = nil }, afterAt: day(35), events: [.renewed]),
+        Case(name: "renewed, then the new period refunded", before: Apple(), beforeAt: day(29),
+             after: Apple().newPeriod(2, at: day(30)).revoked(at: day(31)), afterAt: day(32), events: [.renewed, .refunded]),
+        Case(name: "refund reversed after the period ended", before: Apple().revoked(at: day(5)), beforeAt: day(6),
+             after: Apple().expired(intent: 1), afterAt: day(31), events: [.expired, .refundReversed]),
+        Case(name: "pending change switched to another product", before: ChangeDetectorTests.pendingDowngrade, beforeAt: day(2),
+             after: Apple().with { $0.renewal?.autoRenewProductId = "pro.yearly" }, afterAt: day(3), events: [.planChangeScheduled]),
+
         // Nothing changed.
         Case(name: "same facts, signed later", before: Apple(), beforeAt: day(1), after: Apple(), afterAt: day(2), events: []),
     ])
