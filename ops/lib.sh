@@ -33,3 +33,11 @@ ensure_python_crosscheck() {
         || python3 -m pip install --quiet --user --disable-pip-version-check app-store-server-library >/dev/null 2>&1 \
         || { echo "note: could not install app-store-server-library from PyPI; the Python cross-check will say why it skips" >&2; return 1; }
 }
+
+# Some machines resolve Swift packages from a local git mirror owned by root; git refuses to
+# read another user's repository unless it is marked safe. Mark it for this process only.
+allow_shared_package_mirror() {
+    [ "$(id -u)" = 0 ] && return 0
+    [ -n "${GIT_CONFIG_COUNT:-}" ] && return 0
+    export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*'
+}
