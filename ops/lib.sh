@@ -25,19 +25,39 @@ ensure_system_packages() {
     # Debian's package starts a system cluster; ours are separate, so it can stay or go.
 }
 
-# Apple's official Python library, used to cross-check the JWS we verify and sign.
+# Apple's official Python library, used to cross-check the JWS we verify and sign. Installs it
+# for the current python3 when possible, else into a venv in the user's cache. Exports
+# CHURNWATCH_PYTHON, the interpreter that has it.
 ensure_python_crosscheck() {
     command -v python3 >/dev/null 2>&1 || return 1
-    python3 -c 'import appstoreserverlibrary' 2>/dev/null && return 0
-    python3 -m pip install --quiet --disable-pip-version-check app-store-server-library >/dev/null 2>&1 \
-        || python3 -m pip install --quiet --user --disable-pip-version-check app-store-server-library >/dev/null 2>&1 \
-        || { echo "note: could not install app-store-server-library from PyPI; the Python cross-check will say why it skips" >&2; return 1; }
+    if python3 -c 'import appstoreserverlibrary' 2>/dev/null; then
+        export CHURNWATCH_PYTHON=python3; return 0
+    fi
+    if python3 -m pip install --quiet --disable-pip-version-check app-store-server-library >/dev/null 2>&1 \
+        && python3 -c 'import appstoreserverlibrary' 2>/dev/null; then
+        export CHURNWATCH_PYTHON=python3; return 0
+    fi
+    local venv=${XDG_CACHE_HOME:-$HOME/.cache}/churnwatch/venv
+    if [ ! -x "$venv/bin/python" ]; then
+        python3 -m venv "$venv" >/dev/null 2>&1 || { echo "note: cannot create a Python venv for app-store-server-library; the Python cross-check will say why it skips" >&2; return 1; }
+    fi
+    if "$venv/bin/python" -c 'import appstoreserverlibrary' 2>/dev/null \
+        || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check app-store-server-library >/dev/null 2>&1; then
+        export CHURNWATCH_PYTHON=$venv/bin/python; return 0
+    fi
+    echo "note: could not install app-store-server-library from PyPI; the Python cross-check will say why it skips" >&2
+    return 1
 }
 
 # Some machines resolve Swift packages from a local git mirror owned by root; git refuses to
 # read another user's repository unless it is marked safe. Mark it for this process only.
 allow_shared_package_mirror() {
     [ "$(id -u)" = 0 ] && return 0
-    [ -n "${GIT_CONFIG_COUNT:-}" ] && return 0
-    export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*'
+    local mirror
+    mirror=$(git config --get-regexp '^url\..*\.insteadof$' 'https://github.com/' 2>/dev/null | head -1 | sed 's/^url\.//; s/\.insteadof .*$//')
+    [ -n "$mirror" ] && [ -d "$mirror" ] || return 0
+    [ "$(stat -c %u "$mirror")" = "$(id -u)" ] && return 0
+    git config --global --get-all safe.directory 2>/dev/null | grep -qx '\*' && return 0
+    echo "note: marking the package mirror $mirror (owned by another user) as safe for git in ~/.gitconfig" >&2
+    git config --global --add safe.directory '*'
 }

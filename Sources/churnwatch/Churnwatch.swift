@@ -13,6 +13,7 @@ struct Churnwatch: AsyncParsableCommand {
             """,
         subcommands: [
             MigrateCommand.self,
+            ImportCommand.self,
         ]
     )
 }

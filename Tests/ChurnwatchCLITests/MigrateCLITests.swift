@@ -44,3 +44,41 @@ struct MigrateCLITests {
         #expect(r.stdout.contains("migrate"))
     }
 }
+
+@Suite("churnwatch import (the binary)")
+struct ImportCLITests {
+    @Test("imports a CSV, reports rejected lines on stderr, and a second import changes nothing")
+    func importFile() throws {
+        let db = try ScratchDatabase.create()
+        defer { db.drop() }
+        let env = ["DATABASE_URL": db.connectionURL]
+        #expect(try CLIRunner.run(["migrate"], environment: env).status == 0)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("import-\(UUID()).csv")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try "original_transaction_id,app_account_token,customer_ref,environment\n5000001,,a,Production\nnot valid!,,b,Production\n5000002,,c,Sandbox\n"
+            .write(to: file, atomically: true, encoding: .utf8)
+        let first = try CLIRunner.run(["import", file.path], environment: env)
+        #expect(first.status == 0, "\(first.stderr)")
+        #expect(first.stdout.contains("imported 2 new subscriptions"))
+        #expect(first.stderr.contains("line 3:"))
+        let second = try CLIRunner.run(["import", file.path], environment: env)
+        #expect(second.status == 0)
+        #expect(second.stdout.contains("imported 0 new subscriptions"))
+        #expect(second.stdout.contains("2 already registered"))
+    }
+
+    @Test("a file with nothing importable exits 65 with one line")
+    func nothingImportable() throws {
+        let db = try ScratchDatabase.create()
+        defer { db.drop() }
+        let env = ["DATABASE_URL": db.connectionURL]
+        #expect(try CLIRunner.run(["migrate"], environment: env).status == 0)
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("import-\(UUID()).csv")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try "email,name\nx@y,z\n".write(to: file, atomically: true, encoding: .utf8)
+        let r = try CLIRunner.run(["import", file.path], environment: env)
+        #expect(r.status == 65)
+        #expect(r.stderr.contains("unknown column \"email\""))
+        #expect(r.stderr.split(separator: "\n").count == 1)
+    }
+}

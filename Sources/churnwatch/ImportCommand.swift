@@ -1,0 +1,61 @@
+import ArgumentParser
+import ChurnStore
+import Foundation
+import Logging
+import Postgres
+
+struct ImportCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Register subscriptions from a CSV or JSON-lines file (idempotent).",
+        discussion: """
+            CSV needs a header naming original_transaction_id,app_account_token,customer_ref,environment[,receipt_data]
+            (any order; only original_transaction_id is required). JSON lines use the same keys.
+            Bad lines are reported with their line number and skipped; the rest are imported.
+            Subscriptions already registered are left unchanged. Exits 65 when nothing could be imported.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Argument(help: "The file to import (- for standard input).")
+    var file: String
+
+    /// EX_DATAERR: the input file is unusable.
+    static let dataError: Int32 = 65
+
+    func run() async throws {
+        global.bootstrapLogging()
+        try await reportingErrors {
+            let url = try global.resolvedDatabaseURL()
+            let parser: SubscriptionImportParser
+            do {
+                if file == "-" {
+                    parser = try SubscriptionImportParser(data: FileHandle.standardInput.readDataToEndOfFile())
+                } else {
+                    parser = try SubscriptionImportParser(contentsOf: URL(fileURLWithPath: file))
+                }
+            } catch let e as ImportFileError {
+                throw CLIError(description: e.description, exitCode: Self.dataError)
+            }
+            let pool = PostgresPool(connectionString: url, size: 1)
+            let counts: ImportCounts
+            do {
+                counts = try await ChurnStore(pool: pool).subscriptionsImport(parser)
+            } catch let e as ImportFileError {
+                throw CLIError(description: e.description, exitCode: Self.dataError)
+            }
+            for rejection in counts.rejections.prefix(20) {
+                FileHandle.standardError.write(Data("churnwatch: \(file): \(rejection)\n".utf8))
+            }
+            if counts.rejectedCount > 20 {
+                FileHandle.standardError.write(Data("churnwatch: \(file): ... and \(counts.rejectedCount - 20) more rejected lines\n".utf8))
+            }
+            print("imported \(counts.inserted) new subscriptions from \(counts.read) records "
+                + "(\(counts.alreadyKnown) already registered, \(counts.duplicatesInFile) duplicates in the file, \(counts.rejectedCount) lines rejected)")
+            if counts.read == 0 {
+                throw CLIError(description: "nothing could be imported from \(file)", exitCode: Self.dataError)
+            }
+        }
+    }
+}
