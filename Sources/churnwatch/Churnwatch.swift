@@ -14,6 +14,7 @@ struct Churnwatch: AsyncParsableCommand {
         subcommands: [
             MigrateCommand.self,
             ImportCommand.self,
+            PlanCommand.self,
         ]
     )
 }

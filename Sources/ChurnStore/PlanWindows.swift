@@ -1,0 +1,54 @@
+import Foundation
+
+/// The selection windows of design.md §1: which subscriptions a run polls.
+public struct PlanWindows: Sendable, Equatable, Codable {
+    /// Current period started within the last `start` (default 3 days).
+    public var start: TimeInterval = 3 * 86_400
+    /// Period ends within the next `end` (default 3 days) ...
+    public var end: TimeInterval = 3 * 86_400
+    /// ... or ended within the last `lapsed` (default 3 days).
+    public var lapsed: TimeInterval = 3 * 86_400
+    /// Not polled successfully for `staleAfter` (default 30 days).
+    public var staleAfter: TimeInterval = 30 * 86_400
+    /// Billing trouble is followed at most this long after the period ended (Apple retries up to 60 days).
+    public var billingRetryLimit: TimeInterval = 60 * 86_400
+    /// A window reason does not poll a subscription polled successfully less than this ago
+    /// (so a second run on the same night spends nothing). New, failed, billing trouble and
+    /// at-risk subscriptions are not held back by it beyond this.
+    public var minInterval: TimeInterval = 12 * 3600
+
+    public init() {}
+
+    /// Parses `3d`, `12h`, `90m`, `45s` (or a plain number of seconds).
+    public static func parseDuration(_ text: String) -> TimeInterval? {
+        let t = text.trimmingCharacters(in: .whitespaces).lowercased()
+        guard let unit = t.last else { return nil }
+        let factor: Double
+        var number = String(t.dropLast())
+        switch unit {
+        case "d": factor = 86_400
+        case "h": factor = 3600
+        case "m": factor = 60
+        case "s": factor = 1
+        default:
+            factor = 1
+            number = t
+        }
+        guard let value = Double(number), value >= 0, value.isFinite else { return nil }
+        return value * factor
+    }
+}
+
+/// Why a subscription is due, in priority order (a subscription due for several reasons is
+/// planned once, for the first).
+public enum DueReason: String, Sendable, CaseIterable, Codable {
+    case new
+    case failed
+    case billingTrouble = "billing_trouble"
+    case atRisk = "at_risk"
+    case periodEnd = "period_end"
+    case periodStart = "period_start"
+    case stale
+
+    public var priority: Int16 { Int16(Self.allCases.firstIndex(of: self)! + 1) }
+}

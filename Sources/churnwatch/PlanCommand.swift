@@ -1,0 +1,66 @@
+import ArgumentParser
+import ChurnStore
+import Foundation
+import Postgres
+
+struct PlanCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "plan",
+        abstract: "Show what a run would poll now, by reason, with the API calls and the time they take. Writes nothing."
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var windows: WindowOptions
+
+    @Option(name: .customLong("status-rate"), help: "Get All Subscription Statuses requests per second (default: $APPSTORE_STATUS_RATE, else 50 in Production, 5 in Sandbox).")
+    var statusRate: Double?
+
+    @Option(name: .customLong("history-rate"), help: "Get Transaction History requests per second (default: $APPSTORE_HISTORY_RATE, else like the status rate).")
+    var historyRate: Double?
+
+    func run() async throws {
+        global.bootstrapLogging()
+        try await reportingErrors {
+            let env = ProcessInfo.processInfo.environment
+            let url = try global.resolvedDatabaseURL(env)
+            let asOf = try windows.resolvedAsOf()
+            let w = try windows.resolvedWindows()
+            let sandbox = env["APPSTORE_ENVIRONMENT"]?.lowercased() == "sandbox"
+            let defaultRate: Double = sandbox ? 5 : 50
+            let status = try statusRate ?? Self.rate(env["APPSTORE_STATUS_RATE"], name: "APPSTORE_STATUS_RATE") ?? defaultRate
+            let history = try historyRate ?? Self.rate(env["APPSTORE_HISTORY_RATE"], name: "APPSTORE_HISTORY_RATE") ?? status
+            guard status > 0, history > 0 else { throw CLIError.configuration("rates must be positive") }
+
+            let store = ChurnStore(pool: PostgresPool(connectionString: url, size: 1))
+            let counts = try await store.planCounts(asOf: asOf, windows: w)
+            print("plan as of \(asOf.ISO8601Format()) (start window \(formatWindow(w.start)), end window \(formatWindow(w.end)), lapsed window \(formatWindow(w.lapsed)), stale after \(formatWindow(w.staleAfter)))")
+            print("reason             subscriptions")
+            for reason in DueReason.allCases {
+                let n = counts.byReason[reason] ?? 0
+                print("\(reason.rawValue.padding(toLength: 18, withPad: " ", startingAt: 0)) \(String(n).leftPad(13))")
+            }
+            print("\("total".padding(toLength: 18, withPad: " ", startingAt: 0)) \(String(counts.total).leftPad(13))")
+            let statusCalls = counts.total - counts.receiptOnly
+            let historyCalls = counts.likelyHistory
+            print("API calls: status \(statusCalls), history about \(historyCalls) (first polls and periods past their end), verifyReceipt \(counts.receiptOnly)")
+            let seconds = max(Double(statusCalls + counts.receiptOnly) / status, Double(historyCalls) / history)
+            print("ETA at \(Self.formatRate(status))/s status and \(Self.formatRate(history))/s history: \(formatDuration(seconds))")
+        }
+    }
+
+    static func rate(_ value: String?, name: String) throws -> Double? {
+        guard let value, !value.isEmpty else { return nil }
+        guard let d = Double(value), d > 0 else { throw CLIError.configuration("\(name)=\(value) is not a positive number of requests per second") }
+        return d
+    }
+
+    static func formatRate(_ r: Double) -> String {
+        r == r.rounded() ? String(Int(r)) : String(format: "%.1f", r)
+    }
+}
+
+extension String {
+    func leftPad(_ width: Int) -> String {
+        count >= width ? self : String(repeating: " ", count: width - count) + self
+    }
+}

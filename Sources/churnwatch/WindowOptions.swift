@@ -1,0 +1,65 @@
+import ArgumentParser
+import ChurnStore
+import Foundation
+
+/// `--as-of` and the selection windows, shared by plan, run and backfill.
+struct WindowOptions: ParsableArguments {
+    @Option(name: .customLong("as-of"), help: ArgumentHelp("The moment the run is for, ISO 8601 (default: now).", valueName: "time"))
+    var asOf: String?
+
+    @Option(name: .customLong("start-window"), help: ArgumentHelp("Poll periods that started within this long (default 3d).", valueName: "duration"))
+    var startWindow: String?
+
+    @Option(name: .customLong("end-window"), help: ArgumentHelp("Poll periods that end within this long (default 3d).", valueName: "duration"))
+    var endWindow: String?
+
+    @Option(name: .customLong("lapsed-window"), help: ArgumentHelp("Poll periods that ended within this long (default 3d).", valueName: "duration"))
+    var lapsedWindow: String?
+
+    @Option(name: .customLong("stale-after"), help: ArgumentHelp("Poll anything not polled for this long (default 30d).", valueName: "duration"))
+    var staleAfter: String?
+
+    func resolvedAsOf(now: Date = Date()) throws -> Date {
+        guard let asOf else { return now }
+        if let d = Self.parseISO8601(asOf) { return d }
+        throw CLIError.configuration("--as-of \"\(asOf)\" is not an ISO 8601 time (e.g. 2026-11-21T02:00:00Z)")
+    }
+
+    func resolvedWindows() throws -> PlanWindows {
+        var w = PlanWindows()
+        func duration(_ flag: String, _ value: String?) throws -> TimeInterval? {
+            guard let value else { return nil }
+            guard let d = PlanWindows.parseDuration(value) else {
+                throw CLIError.configuration("\(flag) \"\(value)\" is not a duration (e.g. 3d, 12h, 90m)")
+            }
+            return d
+        }
+        if let d = try duration("--start-window", startWindow) { w.start = d }
+        if let d = try duration("--end-window", endWindow) { w.end = d }
+        if let d = try duration("--lapsed-window", lapsedWindow) { w.lapsed = d }
+        if let d = try duration("--stale-after", staleAfter) { w.staleAfter = d }
+        return w
+    }
+
+    static func parseISO8601(_ text: String) -> Date? {
+        for style in [Date.ISO8601FormatStyle(includingFractionalSeconds: true), Date.ISO8601FormatStyle()] {
+            if let d = try? style.parse(text) { return d }
+        }
+        // A date alone means its midnight UTC.
+        if let d = try? Date.ISO8601FormatStyle().year().month().day().parse(text) { return d }
+        return nil
+    }
+}
+
+func formatDuration(_ seconds: TimeInterval) -> String {
+    let s = Int(seconds.rounded(.up))
+    if s >= 3600 { return "\(s / 3600)h \(s % 3600 / 60)m" }
+    if s >= 60 { return "\(s / 60)m \(s % 60)s" }
+    return "\(s)s"
+}
+
+func formatWindow(_ seconds: TimeInterval) -> String {
+    if seconds.truncatingRemainder(dividingBy: 86_400) == 0 { return "\(Int(seconds / 86_400))d" }
+    if seconds.truncatingRemainder(dividingBy: 3600) == 0 { return "\(Int(seconds / 3600))h" }
+    return "\(Int(seconds / 60))m"
+}

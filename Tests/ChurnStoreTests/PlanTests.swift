@@ -1,0 +1,80 @@
+import ChurnStore
+import Foundation
+import Postgres
+import Testing
+
+@Suite("ChurnStore.planCounts (due selection)")
+struct PlanTests {
+    static let asOf = Date(timeIntervalSince1970: 1_795_255_200) // 2026-11-21 02:00 UTC
+    static let day: TimeInterval = 86_400
+
+    /// One subscription per situation; `expected` is the reason it must be planned for (nil: not due).
+    struct Case: Sendable, CustomStringConvertible {
+        var id: String
+        var expected: DueReason?
+        var state: String?
+        var periodStart: TimeInterval?   // relative to asOf
+        var expires: TimeInterval?
+        var autoRenew: Bool?
+        var priceIncrease: Int?
+        var renewsInto: String? = nil
+        var lastSuccess: TimeInterval?
+        var lastOutcome: String?
+        var description: String { id }
+    }
+
+    static let cases: [Case] = [
+        Case(id: "never-polled", expected: .new, state: nil, lastSuccess: nil, lastOutcome: nil),
+        Case(id: "failed-last-night", expected: .failed, state: "active", periodStart: -100 * day, expires: 200 * day, autoRenew: true, lastSuccess: -5 * day, lastOutcome: "failed"),
+        Case(id: "billing-retry", expected: .billingTrouble, state: "billing_retry", periodStart: -40 * day, expires: -10 * day, autoRenew: true, lastSuccess: -1 * day, lastOutcome: "ok"),
+        Case(id: "billing-retry-too-old", expected: nil, state: "billing_retry", periodStart: -100 * day, expires: -70 * day, autoRenew: true, lastSuccess: -1 * day, lastOutcome: "ok"),
+        Case(id: "grace", expected: .billingTrouble, state: "grace_period", periodStart: -31 * day, expires: -1 * day, autoRenew: true, lastSuccess: -1 * day, lastOutcome: "ok"),
+        Case(id: "auto-renew-off-mid-year", expected: .atRisk, state: "active", periodStart: -100 * day, expires: 265 * day, autoRenew: false, lastSuccess: -1 * day, lastOutcome: "ok"),
+        Case(id: "price-increase-pending", expected: .atRisk, state: "active", periodStart: -100 * day, expires: 265 * day, autoRenew: true, priceIncrease: 0, lastSuccess: -1 * day, lastOutcome: "ok"),
+        Case(id: "downgrade-pending", expected: .atRisk, state: "active", periodStart: -100 * day, expires: 265 * day, autoRenew: true, renewsInto: "basic", lastSuccess: -1 * day, lastOutcome: "ok"),
+        Case(id: "ends-in-2-days", expected: .periodEnd, state: "active", periodStart: -28 * day, expires: 2 * day, autoRenew: true, lastSuccess: -1 * day, lastOutcome: "ok"),
+        Case(id: "ended-2-days-ago", expected: .periodEnd, state: "expired", periodStart: -32 * day, expires: -2 * day, autoRenew: false, lastSuccess: -3 * day, lastOutcome: "ok"),
+        Case(id: "started-yesterday", expected: .periodStart, state: "active", periodStart: -1 * day, expires: 29 * day, autoRenew: true, lastSuccess: -1 * day, lastOutcome: "ok"),
+        Case(id: "yearly-far-from-renewal", expected: nil, state: "active", periodStart: -100 * day, expires: 265 * day, autoRenew: true, lastSuccess: -10 * day, lastOutcome: "ok"),
+        Case(id: "stale", expected: .stale, state: "active", periodStart: -100 * day, expires: 265 * day, autoRenew: true, lastSuccess: -31 * day, lastOutcome: "ok"),
+        Case(id: "long-expired", expected: nil, state: "expired", periodStart: -400 * day, expires: -370 * day, autoRenew: false, lastSuccess: -5 * day, lastOutcome: "ok"),
+        Case(id: "ends-soon-but-polled-an-hour-ago", expected: nil, state: "active", periodStart: -28 * day, expires: 2 * day, autoRenew: true, lastSuccess: -3600, lastOutcome: "ok"),
+        Case(id: "at-risk-and-ending: first reason wins", expected: .atRisk, state: "active", periodStart: -28 * day, expires: 1 * day, autoRenew: false, lastSuccess: -1 * day, lastOutcome: "ok"),
+    ]
+
+    @Test("each situation is planned for exactly its first reason, or not at all")
+    func reasons() async throws {
+        try await FreshDatabase.with { fresh in
+            let db = try fresh.connect()
+            try Migrator(migrations: try ProjectMigrations.load()).migrate(db)
+            for c in Self.cases {
+                func at(_ offset: TimeInterval?) -> Date? { offset.map { Self.asOf.addingTimeInterval($0) } }
+                try db.execute("""
+                    INSERT INTO churnwatch.subscriptions (original_transaction_id, state, product_id, auto_renew_product_id,
+                        period_start, expires_at, auto_renew, price_increase_status, last_success_at, last_polled_at, last_outcome)
+                    VALUES (\(c.id), \(c.state), \(c.state == nil ? nil : "pro"), \(c.state == nil ? nil : (c.renewsInto ?? "pro")),
+                        \(at(c.periodStart)), \(at(c.expires)), \(c.autoRenew), \(c.priceIncrease.map(Int32.init)),
+                        \(at(c.lastSuccess)), \(at(c.lastSuccess)), \(c.lastOutcome))
+                    """)
+            }
+            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let counts = try await store.planCounts(asOf: Self.asOf, windows: PlanWindows())
+            var expected: [DueReason: Int] = [:]
+            for c in Self.cases { if let r = c.expected { expected[r, default: 0] += 1 } }
+            #expect(counts.byReason == expected)
+            #expect(counts.total == Self.cases.filter { $0.expected != nil }.count)
+        }
+    }
+
+    @Test("durations parse as the CLI takes them", arguments: [
+        ("3d", 259_200.0), ("12h", 43_200.0), ("90m", 5400.0), ("45s", 45.0), ("600", 600.0), ("1.5d", 129_600.0),
+    ])
+    func durations(text: String, seconds: Double) {
+        #expect(PlanWindows.parseDuration(text) == seconds)
+    }
+
+    @Test("bad durations are refused", arguments: ["", "d", "-3d", "three days", "3w"])
+    func badDurations(text: String) {
+        #expect(PlanWindows.parseDuration(text) == nil)
+    }
+}
