@@ -163,7 +163,7 @@ extension AppStoreConfiguration {
         }
         guard let pem = String(data: data, encoding: .utf8),
               let document = try? PEMDocument(pemString: pem.trimmingCharacters(in: .whitespacesAndNewlines))
-        else { throw ConfigurationError(name, "\(path) is not a PEM file (expected -----BEGIN PRIVATE KEY-----)") }
+        else { throw ConfigurationError(name, "\(path) is not a PEM file (expected the .p8 file: a PEM PRIVATE KEY block)") }
         guard document.discriminator == "PRIVATE KEY" else {
             throw ConfigurationError(name, "\(path) holds a \(document.discriminator), not a PKCS#8 PRIVATE KEY (the .p8 file from App Store Connect)")
         }
