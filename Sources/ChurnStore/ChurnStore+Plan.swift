@@ -19,7 +19,8 @@ extension ChurnStore {
         let endUntil = asOf.addingTimeInterval(w.end)
         let lapsedFrom = asOf.addingTimeInterval(-w.lapsed)
         let staleBefore = asOf.addingTimeInterval(-w.staleAfter)
-        let retryFrom = asOf.addingTimeInterval(-w.billingRetryLimit)
+        // Apple retries up to 60 days; one more look within the lapsed window sees how it ended.
+        let retryFrom = asOf.addingTimeInterval(-(w.billingRetryLimit + w.lapsed))
         let recent = asOf.addingTimeInterval(-w.minInterval)
         return """
             SELECT DISTINCT ON (original_transaction_id) original_transaction_id, reason, priority

@@ -13,3 +13,18 @@ public struct ChurnStore: Sendable {
         self.logger = logger
     }
 }
+
+/// The schema is missing or behind this build.
+public struct SchemaError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+}
+
+extension ChurnStore {
+    /// Fails with one line when the schema has not been migrated.
+    public func schemaCheck() async throws {
+        let ok = try await pool.withConnection { db in
+            try db.query("SELECT to_regclass('churnwatch.api_budget') IS NOT NULL")[0].decode(Bool.self, at: 0)
+        }
+        guard ok else { throw SchemaError(description: "the churnwatch schema is missing or out of date: run `churnwatch migrate` first") }
+    }
+}

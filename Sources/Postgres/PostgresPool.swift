@@ -11,8 +11,9 @@ import Logging
 public final class PostgresPool: Sendable {
     private let slots: [Slot]
     private let manager: SlotManager
-    private let connectionString: String
-    private let overrides: [String: String]
+    /// Where the pool connects (for opening a dedicated connection to the same database).
+    public let connectionString: String
+    public let overrides: [String: String]
     private let logger: Logger
 
     /// - Parameters:

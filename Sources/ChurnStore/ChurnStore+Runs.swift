@@ -1,0 +1,273 @@
+import ChurnModel
+import Foundation
+import Postgres
+
+/// A row of `churnwatch.runs`.
+public struct RunRecord: Sendable, Equatable {
+    public enum Kind: String, Sendable, Codable { case nightly, backfill }
+    public enum Status: String, Sendable, Codable { case planning, running, interrupted, done, failed }
+
+    public var id: Int64
+    public var kind: Kind
+    public var asOf: Date
+    public var status: Status
+    public var startedAt: Date
+    public var finishedAt: Date?
+    public var due: Int
+    public var params: PostgresJSON
+}
+
+/// One work item a worker claimed, with what the store knows of its subscription.
+public struct ClaimedItem: Sendable {
+    public var originalTransactionId: String
+    public var reason: String
+    public var attempts: Int
+    /// `Production` or `Sandbox`, as registered (or as corrected by an earlier poll).
+    public var environment: String
+    public var receiptData: String?
+    public var appAccountToken: UUID?
+    public var customerRef: String?
+    /// The last verified snapshot; nil before the first successful poll.
+    public var snapshot: SubscriptionSnapshot?
+    public var segment: SegmentState?
+    public var latestTransactionId: String?
+    public var historyRevision: String?
+    /// Live win-back episodes (pending or claimed) of this subscription.
+    public var liveEpisodes: [WinbackEpisode]
+}
+
+/// Progress of a run, from its items.
+public struct RunProgress: Sendable, Equatable {
+    public var pending = 0
+    public var claimed = 0
+    public var done = 0
+    public var failed = 0
+    public var total: Int { pending + claimed + done + failed }
+    public var finished: Bool { pending == 0 && claimed == 0 }
+}
+
+extension ChurnStore {
+    static let runColumns: PostgresQuery = "id, kind, as_of, status, started_at, finished_at, due, params"
+
+    static func decodeRun(_ row: PostgresRow) throws -> RunRecord {
+        RunRecord(
+            id: try row.decode(Int64.self, "id"),
+            kind: RunRecord.Kind(rawValue: try row.decode(String.self, "kind")) ?? .nightly,
+            asOf: try row.decode(Date.self, "as_of"),
+            status: RunRecord.Status(rawValue: try row.decode(String.self, "status")) ?? .running,
+            startedAt: try row.decode(Date.self, "started_at"),
+            finishedAt: try row.decode(Date?.self, "finished_at"),
+            due: try row.decode(Int.self, "due"),
+            params: try row.decode(PostgresJSON.self, "params"))
+    }
+
+    /// The newest unfinished run of a kind, if any (interrupted and crashed runs included).
+    public func runFindUnfinished(kind: RunRecord.Kind) async throws -> RunRecord? {
+        try await pool.withConnection { db in
+            try db.query("""
+                SELECT \(Self.runColumns) FROM churnwatch.runs
+                WHERE kind = \(kind.rawValue) AND finished_at IS NULL
+                ORDER BY id DESC LIMIT 1
+                """).first.map(Self.decodeRun)
+        }
+    }
+
+    /// Any run that is not finished, newest first (for "another run is in progress").
+    public func runFindActive() async throws -> RunRecord? {
+        try await pool.withConnection { db in
+            try db.query("SELECT \(Self.runColumns) FROM churnwatch.runs WHERE finished_at IS NULL ORDER BY id DESC LIMIT 1")
+                .first.map(Self.decodeRun)
+        }
+    }
+
+    public func runGet(_ id: Int64) async throws -> RunRecord? {
+        try await pool.withConnection { db in
+            try db.query("SELECT \(Self.runColumns) FROM churnwatch.runs WHERE id = \(id)").first.map(Self.decodeRun)
+        }
+    }
+
+    public func runLatest() async throws -> RunRecord? {
+        try await pool.withConnection { db in
+            try db.query("SELECT \(Self.runColumns) FROM churnwatch.runs ORDER BY id DESC LIMIT 1").first.map(Self.decodeRun)
+        }
+    }
+
+    /// Creates a nightly run and plans its items in one transaction: one `INSERT ... SELECT`
+    /// per reason (a subscription due for several reasons gets the first). A crash before
+    /// COMMIT leaves nothing behind. Returns the run and its counts by reason.
+    public func runCreateNightly(asOf: Date, windows: PlanWindows, params: PostgresJSON) async throws -> (RunRecord, [DueReason: Int]) {
+        let selection = Self.dueSelection(asOf: asOf, windows: windows)
+        return try await pool.withTransaction { db in
+            let run = try Self.decodeRun(try db.query("""
+                INSERT INTO churnwatch.runs (kind, as_of, status, params)
+                VALUES ('nightly', \(asOf), 'running', \(params))
+                RETURNING \(Self.runColumns)
+                """)[0])
+            var byReason: [DueReason: Int] = [:]
+            for row in try db.query("""
+                WITH planned AS (
+                    INSERT INTO churnwatch.run_items (run_id, original_transaction_id, reason, priority)
+                    SELECT \(run.id), original_transaction_id, reason, priority FROM (\(selection)) AS due
+                    RETURNING reason
+                )
+                SELECT reason, count(*) AS n FROM planned GROUP BY reason
+                """) {
+                if let r = DueReason(rawValue: try row.decode(String.self, "reason")) {
+                    byReason[r] = try row.decode(Int.self, "n")
+                }
+            }
+            let due = byReason.values.reduce(0, +)
+            let counts = try PostgresJSON(encoding: ["due_by_reason": Dictionary(uniqueKeysWithValues: byReason.map { ($0.key.rawValue, $0.value) })])
+            try db.execute("UPDATE churnwatch.runs SET due = \(due), counts = \(counts) WHERE id = \(run.id)")
+            var planned = run
+            planned.due = due
+            return (planned, byReason)
+        }
+    }
+
+    /// Marks a resumed or interrupted run as running again.
+    public func runResume(_ id: Int64) async throws {
+        try await pool.withConnection { db in
+            try db.execute("UPDATE churnwatch.runs SET status = 'running' WHERE id = \(id) AND finished_at IS NULL")
+        }
+    }
+
+    /// Records that a worker works this run, when it was last seen, and its counters.
+    public func runWorkerHeartbeat(runId: Int64, worker: String, stats: PostgresJSON = PostgresJSON(text: "{}")) async throws {
+        try await pool.withConnection { db in
+            try db.execute("""
+                INSERT INTO churnwatch.run_workers (run_id, worker, stats) VALUES (\(runId), \(worker), \(stats))
+                ON CONFLICT (run_id, worker) DO UPDATE SET seen_at = now(), stats = excluded.stats
+                """)
+        }
+    }
+
+    /// The counters of every worker of a run, with when each was last seen.
+    public func runWorkerStats(runId: Int64) async throws -> [(worker: String, seenAt: Date, startedAt: Date, stats: PostgresJSON)] {
+        try await pool.withConnection { db in
+            try db.query("SELECT worker, seen_at, started_at, stats FROM churnwatch.run_workers WHERE run_id = \(runId) ORDER BY worker").map {
+                (try $0.decode(String.self, "worker"), try $0.decode(Date.self, "seen_at"), try $0.decode(Date.self, "started_at"),
+                 try $0.decode(PostgresJSON.self, "stats"))
+            }
+        }
+    }
+
+    /// On resume by the run's owner: items claimed by workers not seen for `silence` go back to
+    /// pending, and items that failed only because Apple was unavailable are tried again.
+    /// Returns how many items were given back.
+    @discardableResult
+    public func runItemsRecover(runId: Int64, silence: TimeInterval) async throws -> Int {
+        try await pool.withConnection { db in
+            let released = try db.execute("""
+                UPDATE churnwatch.run_items SET status = 'pending', claimed_by = NULL, lease_until = NULL
+                WHERE run_id = \(runId) AND status = 'claimed'
+                  AND claimed_by NOT IN (SELECT worker FROM churnwatch.run_workers
+                                         WHERE run_id = \(runId) AND seen_at > clock_timestamp() - make_interval(secs => \(silence)))
+                """)
+            let retried = try db.execute("""
+                UPDATE churnwatch.run_items SET status = 'pending', outcome = NULL, finished_at = NULL
+                WHERE run_id = \(runId) AND status = 'failed'
+                  AND (outcome LIKE 'unavailable:%' OR outcome LIKE 'rate limited:%' OR outcome LIKE 'unauthorized:%')
+                """)
+            return released + retried
+        }
+    }
+
+    /// Claims up to `limit` items: pending ones, or claimed ones whose lease expired (a crashed
+    /// worker). `FOR UPDATE SKIP LOCKED` lets any number of workers claim at once. Returns the
+    /// items with their subscriptions' stored state, in priority order.
+    public func runItemsClaim(runId: Int64, worker: String, limit: Int, lease: TimeInterval) async throws -> [ClaimedItem] {
+        let decoder = JSONDecoder()
+        return try await pool.withConnection { db in
+            let rows = try db.query("""
+                WITH claimed AS (
+                    UPDATE churnwatch.run_items i
+                    SET status = 'claimed', claimed_by = \(worker), attempts = i.attempts + 1,
+                        lease_until = clock_timestamp() + make_interval(secs => \(lease))
+                    FROM (
+                        SELECT original_transaction_id FROM churnwatch.run_items
+                        WHERE run_id = \(runId)
+                          AND (status = 'pending' OR (status = 'claimed' AND lease_until < clock_timestamp()))
+                        ORDER BY priority, original_transaction_id
+                        LIMIT \(limit)
+                        FOR UPDATE SKIP LOCKED
+                    ) AS pick
+                    WHERE i.run_id = \(runId) AND i.original_transaction_id = pick.original_transaction_id
+                    RETURNING i.original_transaction_id, i.reason, i.attempts, i.priority
+                )
+                SELECT c.original_transaction_id, c.reason, c.attempts, s.environment, s.receipt_data,
+                       s.app_account_token, s.customer_ref, s.snapshot, s.latest_transaction_id, s.history_revision,
+                       g.segment, g.segment_since,
+                       (SELECT coalesce(array_agg(w.campaign || ' ' || w.episode), '{}') FROM churnwatch.winback_queue w
+                         WHERE w.original_transaction_id = c.original_transaction_id AND w.status IN ('pending', 'claimed')) AS live
+                FROM claimed c
+                JOIN churnwatch.subscriptions s USING (original_transaction_id)
+                LEFT JOIN churnwatch.subscription_segments g USING (original_transaction_id)
+                ORDER BY c.priority, c.original_transaction_id
+                """)
+            return try rows.map { row in
+                let snapshot = try row.decode(PostgresJSON?.self, "snapshot").map {
+                    try decoder.decode(SubscriptionSnapshot.self, from: $0.data)
+                }
+                let segment: SegmentState? = try row.decode(String?.self, "segment").flatMap(Segment.init(rawValue:)).map {
+                    SegmentState($0, since: try row.decode(Date.self, "segment_since"))
+                }
+                let live = try row.decode([String].self, "live").compactMap { text -> WinbackEpisode? in
+                    let parts = text.split(separator: " ", maxSplits: 1)
+                    guard parts.count == 2, let c = WinbackCampaign(rawValue: String(parts[0])) else { return nil }
+                    return WinbackEpisode(campaign: c, key: String(parts[1]))
+                }
+                return ClaimedItem(
+                    originalTransactionId: try row.decode(String.self, "original_transaction_id"),
+                    reason: try row.decode(String.self, "reason"),
+                    attempts: try row.decode(Int.self, "attempts"),
+                    environment: try row.decode(String.self, "environment"),
+                    receiptData: try row.decode(String?.self, "receipt_data"),
+                    appAccountToken: try row.decode(UUID?.self, "app_account_token"),
+                    customerRef: try row.decode(String?.self, "customer_ref"),
+                    snapshot: snapshot,
+                    segment: segment,
+                    latestTransactionId: try row.decode(String?.self, "latest_transaction_id"),
+                    historyRevision: try row.decode(String?.self, "history_revision"),
+                    liveEpisodes: live)
+            }
+        }
+    }
+
+    /// Gives claimed items back (graceful shutdown before they were polled).
+    public func runItemsRelease(runId: Int64, worker: String, ids: [String]) async throws {
+        guard !ids.isEmpty else { return }
+        try await pool.withConnection { db in
+            try db.execute("""
+                UPDATE churnwatch.run_items SET status = 'pending', claimed_by = NULL, lease_until = NULL,
+                    attempts = greatest(attempts - 1, 0)
+                WHERE run_id = \(runId) AND claimed_by = \(worker) AND status = 'claimed'
+                  AND original_transaction_id = ANY(\(ids))
+                """)
+        }
+    }
+
+    public func runProgress(_ runId: Int64) async throws -> RunProgress {
+        try await pool.withConnection { db in
+            var p = RunProgress()
+            for row in try db.query("SELECT status, count(*) AS n FROM churnwatch.run_items WHERE run_id = \(runId) GROUP BY status") {
+                let n = try row.decode(Int.self, "n")
+                switch try row.decode(String.self, "status") {
+                case "pending": p.pending = n
+                case "claimed": p.claimed = n
+                case "done": p.done = n
+                case "failed": p.failed = n
+                default: break
+                }
+            }
+            return p
+        }
+    }
+
+    /// Marks a run interrupted (SIGTERM, time budget, Apple down): the next run resumes it.
+    public func runInterrupt(_ runId: Int64) async throws {
+        try await pool.withConnection { db in
+            try db.execute("UPDATE churnwatch.runs SET status = 'interrupted' WHERE id = \(runId) AND finished_at IS NULL")
+        }
+    }
+}
