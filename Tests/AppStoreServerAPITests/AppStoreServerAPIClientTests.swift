@@ -89,7 +89,7 @@ struct AppStoreServerAPIClientTests {
         let signed = try pki.sign(Payloads.transaction(bundleId: "com.other.app"))
         let transport = ScriptedTransport(clock: clock) { _, _ in ScriptedTransport.json(200, TransactionInfoResponse(signedTransactionInfo: signed)) }
         let client = TestConfiguration.client(pki: pki, transport: transport, clock: clock)
-        guard case .verificationFailed(.bundleIdMismatch) = await client.transactionInfo(for: "1") else {
+        guard case .verificationFailed(.bundleIdMismatch, _) = await client.transactionInfo(for: "1") else {
             Issue.record("a foreign bundle's transaction was not refused")
             return
         }
@@ -103,7 +103,7 @@ struct AppStoreServerAPIClientTests {
         }
         let client = TestConfiguration.client(pki: pki, transport: transport, clock: clock)
         let first = await client.subscriptionStatuses(for: "1")
-        guard case .verificationFailed(.untrustedChain) = first else { Issue.record("\(first)"); return }
+        guard case .verificationFailed(.untrustedChain, let payload) = first, !payload.isEmpty else { Issue.record("\(first)"); return }
         let second = await client.subscriptionStatuses(for: "1")
         guard case .malformedResponse = second else { Issue.record("\(second)"); return }
     }
@@ -113,7 +113,7 @@ struct AppStoreServerAPIClientTests {
         body.data?[0].lastTransactions?[0].signedRenewalInfo = try pki.sign(Payloads.renewal(originalTransactionId: "999"))
         let transport = ScriptedTransport(clock: clock) { [body] _, _ in ScriptedTransport.json(200, body) }
         let client = TestConfiguration.client(pki: pki, transport: transport, clock: clock)
-        guard case .verificationFailed(.originalTransactionIdMismatch) = await client.subscriptionStatuses(for: "1") else {
+        guard case .verificationFailed(.originalTransactionIdMismatch, _) = await client.subscriptionStatuses(for: "1") else {
             Issue.record("mismatched renewal info accepted")
             return
         }
@@ -268,7 +268,7 @@ struct AppStoreServerAPIClientTests {
         let prodBody = try responses.status(environment: .production)
         let transport = ScriptedTransport(clock: clock) { _, _ in ScriptedTransport.json(200, prodBody) }
         let client = TestConfiguration.client(pki: pki, transport: transport, clock: clock)
-        guard case .verificationFailed(.environmentMismatch) = await client.subscriptionStatuses(for: "1", environment: .sandbox) else {
+        guard case .verificationFailed(.environmentMismatch, _) = await client.subscriptionStatuses(for: "1", environment: .sandbox) else {
             Issue.record("production payload accepted from the sandbox host")
             return
         }

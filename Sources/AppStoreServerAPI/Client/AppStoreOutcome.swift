@@ -19,8 +19,9 @@ public enum AppStoreOutcome<Value: Sendable>: Sendable {
     case unauthorized
     /// 400 or another 4xx: the request is wrong and will stay wrong. For verifyReceipt, the status.
     case badRequest(AppStoreErrorCode?)
-    /// A signed payload in Apple's answer failed verification; nothing from it is returned.
-    case verificationFailed(JWSVerificationFailure)
+    /// A signed payload in Apple's answer failed verification; nothing from it is returned as
+    /// data. `payload` is the rejected JWS as received, for quarantine (never trusted).
+    case verificationFailed(JWSVerificationFailure, payload: String)
     /// Apple's answer could not be decoded (the text says what was wrong).
     case malformedResponse(String)
 
@@ -51,7 +52,7 @@ public enum AppStoreOutcome<Value: Sendable>: Sendable {
         case .retryable(let r): .retryable(r)
         case .unauthorized: .unauthorized
         case .badRequest(let c): .badRequest(c)
-        case .verificationFailed(let f): .verificationFailed(f)
+        case .verificationFailed(let f, let p): .verificationFailed(f, payload: p)
         case .malformedResponse(let m): .malformedResponse(m)
         }
     }
@@ -66,7 +67,7 @@ extension AppStoreOutcome: CustomStringConvertible {
         case .retryable(let r): "temporary failure: \(r)"
         case .unauthorized: AppStoreOutcomeMessages.unauthorized
         case .badRequest(let c): "bad request (\(c?.description ?? "no code"))"
-        case .verificationFailed(let f): "verification failed: \(f)"
+        case .verificationFailed(let f, _): "verification failed: \(f)"
         case .malformedResponse(let m): "malformed response: \(m)"
         }
     }

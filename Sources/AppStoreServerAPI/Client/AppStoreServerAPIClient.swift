@@ -69,20 +69,26 @@ public final class AppStoreServerAPIClient: Sendable {
                 var renewal: JWSRenewalInfoDecodedPayload?
                 do {
                     transaction = try await verifier.verifyTransaction(signedTransaction, environment: env)
-                    if let signedRenewal = item.signedRenewalInfo {
-                        renewal = try await verifier.verifyRenewalInfo(signedRenewal, environment: env)
-                    }
                 } catch {
-                    return .verificationFailed(error)
+                    return .verificationFailed(error, payload: signedTransaction)
                 }
-                for signed in [transaction.originalTransactionId, renewal?.originalTransactionId] {
+                if let signedRenewal = item.signedRenewalInfo {
+                    do {
+                        renewal = try await verifier.verifyRenewalInfo(signedRenewal, environment: env)
+                    } catch {
+                        return .verificationFailed(error, payload: signedRenewal)
+                    }
+                }
+                for (signed, payload) in [(transaction.originalTransactionId, signedTransaction),
+                                          (renewal?.originalTransactionId, item.signedRenewalInfo ?? "")] {
                     if let signed, let expected = item.originalTransactionId, signed != expected {
-                        return .verificationFailed(.originalTransactionIdMismatch(expected: expected, actual: signed))
+                        return .verificationFailed(.originalTransactionIdMismatch(expected: expected, actual: signed), payload: payload)
                     }
                 }
                 if let renewal, renewal.originalTransactionId != transaction.originalTransactionId {
                     return .verificationFailed(.originalTransactionIdMismatch(
-                        expected: transaction.originalTransactionId, actual: renewal.originalTransactionId))
+                        expected: transaction.originalTransactionId, actual: renewal.originalTransactionId),
+                        payload: item.signedRenewalInfo ?? "")
                 }
                 subscriptions.append(.init(
                     rawStatus: item.rawStatus, originalTransactionId: item.originalTransactionId,
@@ -119,7 +125,7 @@ public final class AppStoreServerAPIClient: Sendable {
             history.appAppleId = page.appAppleId ?? history.appAppleId
             for signed in page.signedTransactions ?? [] {
                 do { history.transactions.append(try await verifier.verifyTransaction(signed, environment: env)) } catch {
-                    return .verificationFailed(error)
+                    return .verificationFailed(error, payload: signed)
                 }
                 history.signedTransactions.append(signed)
             }
@@ -153,7 +159,7 @@ public final class AppStoreServerAPIClient: Sendable {
             let transaction = try await verifier.verifyTransaction(signed, environment: env)
             return .success(VerifiedTransaction(environment: env, transaction: transaction, signedTransactionInfo: signed))
         } catch {
-            return .verificationFailed(error)
+            return .verificationFailed(error, payload: signed)
         }
     }
 
@@ -177,7 +183,7 @@ public final class AppStoreServerAPIClient: Sendable {
             result.pages += 1
             for signed in page.signedTransactions ?? [] {
                 do { result.transactions.append(try await verifier.verifyTransaction(signed, environment: env)) } catch {
-                    return .verificationFailed(error)
+                    return .verificationFailed(error, payload: signed)
                 }
                 result.signedTransactions.append(signed)
             }
