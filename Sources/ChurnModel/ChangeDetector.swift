@@ -182,7 +182,9 @@ private struct Diff {
         var details = transition()
         details["period_end"] = text(c.periodEnd)
         details["grace_period_expires_date"] = text(c.gracePeriodExpiresDate)
-        if newSpell {
+        // One event per failure: a spell with a grace period starts as `grace_period_started`
+        // (Apple's DID_FAIL_TO_RENEW/GRACE_PERIOD), one without as `billing_retry_started`.
+        if newSpell && c.gracePeriodExpiresDate == nil {
             emit(.billingRetryStarted, at: c.periodEnd, basis: "expiresDate", details)
         }
         if c.state.isBillingTrouble, c.gracePeriodExpiresDate != nil,

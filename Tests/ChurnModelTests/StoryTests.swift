@@ -67,7 +67,7 @@ enum Stories {
         ]),
         Story(name: "d: grace period expires while retry continues, then expiry with intent 2", polls: [
             poll(29.5, a, [], .active),
-            poll(30.5, grace, [.billingRetryStarted, .gracePeriodStarted], .gracePeriod, created: [.billingFix]),
+            poll(30.5, grace, [.gracePeriodStarted], .gracePeriod, created: [.billingFix]),
             poll(36.5, grace.with { $0.status = 3 }, [.gracePeriodExpired], .billingRetry),
             poll(60.5, grace.with { $0.status = 3 }, [], .billingRetry),
             poll(89.5, grace.expired(intent: 2), [.expired], .churnedBilling, created: [.resubscribePrompt], obsoleted: [.billingFix]),
