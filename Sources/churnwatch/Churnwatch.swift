@@ -15,6 +15,8 @@ struct Churnwatch: AsyncParsableCommand {
             MigrateCommand.self,
             ImportCommand.self,
             PlanCommand.self,
+            RunCommand.self,
+            InspectCommand.self,
         ]
     )
 }

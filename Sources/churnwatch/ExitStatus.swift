@@ -53,6 +53,10 @@ func classify(_ error: any Error) -> (String, Int32) {
         return ("lost the PostgreSQL connection: \(e.message) (re-run to resume)", ExitStatus.resumable)
     case let e as MigrationError:
         return (e.description, ExitStatus.configuration)
+    case let e as SchemaError:
+        return (e.description, ExitStatus.configuration)
+    case let e as ConfigurationError:
+        return (e.description, ExitStatus.configuration)
     default:
         return ("internal error: \(error)", ExitStatus.bug)
     }

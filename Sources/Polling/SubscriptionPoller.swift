@@ -1,0 +1,188 @@
+import AppStoreModels
+import AppStoreServerAPI
+import ChurnModel
+import ChurnStore
+import Foundation
+import Postgres
+
+/// How a failed poll counts for the run.
+public enum PollFailureClass: Sendable, Equatable {
+    /// About this subscription only (unknown id, bad payload): the run goes on.
+    case subscription
+    /// Apple is not answering (5xx, timeouts, rate limits past the wait budget).
+    case appleUnavailable
+    /// Apple refused the API key: nothing will work until it is fixed.
+    case unauthorized
+}
+
+/// Asks Apple about one subscription and turns the verified answer into what the batch writer
+/// stores: snapshot, events, segment and win-back decision. Spends the budget carefully: one
+/// status call; a history call only when the stored history cannot explain the status (first
+/// poll, a new latest transaction, a revocation, or `--full-history`); verifyReceipt instead
+/// for subscriptions registered with receipt data only.
+public struct SubscriptionPoller: Sendable {
+    public let client: AppStoreServerAPIClient
+    public var policy: WinbackPolicy
+    public var fullHistory: Bool
+
+    public init(client: AppStoreServerAPIClient, policy: WinbackPolicy = .default, fullHistory: Bool = false) {
+        self.client = client
+        self.policy = policy
+        self.fullHistory = fullHistory
+    }
+
+    public struct Result: Sendable {
+        public var write: PollWrite
+        public var failure: PollFailureClass?
+        /// Apple calls made, by endpoint.
+        public var calls: [AppStoreEndpoint: Int]
+    }
+
+    public func poll(_ item: ClaimedItem, asOf: Date) async -> Result {
+        if let receipt = item.receiptData, !receipt.isEmpty {
+            return await pollReceipt(item, receipt: receipt, asOf: asOf)
+        }
+        return await pollServerAPI(item, asOf: asOf)
+    }
+
+    // MARK: App Store Server API
+
+    private func pollServerAPI(_ item: ClaimedItem, asOf: Date) async -> Result {
+        let otid = item.originalTransactionId
+        var calls: [AppStoreEndpoint: Int] = [:]
+        let registered = AppStoreEnvironment(rawValue: item.environment) ?? client.configuration.environment
+        var attempts = 0
+        let (statusOutcome, environment) = await client.withEnvironmentFallback(startingWith: registered) { env in
+            attempts += 1
+            return await client.subscriptionStatuses(for: otid, environment: env)
+        }
+        calls[.subscriptionStatuses, default: 0] += attempts
+        let statuses: VerifiedSubscriptionStatuses
+        switch statusOutcome {
+        case .success(let v): statuses = v
+        default: return failure(item, statusOutcome, endpoint: .subscriptionStatuses, calls: calls)
+        }
+        guard let entry = statuses.subscriptions.first(where: { ($0.originalTransactionId ?? $0.transaction.originalTransactionId) == otid })
+                ?? statuses.subscriptions.first(where: { $0.transaction.originalTransactionId == otid }) else {
+            return Result(write: PollWrite(item: item, outcome: .failed(reason: "not found: the status answer has no subscription \(otid)")),
+                          failure: .subscription, calls: calls)
+        }
+        guard let transaction = TransactionFacts(entry.transaction) else {
+            return Result(write: PollWrite(item: item, outcome: .failed(reason: "malformed: the latest transaction lacks ids or product")),
+                          failure: .subscription, calls: calls)
+        }
+        let renewal = entry.renewalInfo.flatMap { RenewalFacts($0, originalTransactionId: otid) }
+        var records = [TransactionRecord(facts: transaction, payload: Self.json(entry.transaction))]
+
+        // History only when the stored state cannot explain the answer.
+        var history: [TransactionFacts]? = nil
+        var revision: String? = nil
+        let previous = item.snapshot
+        let needsHistory = fullHistory || previous == nil || item.latestTransactionId != transaction.transactionId
+            || (transaction.revocationDate != nil && previous?.revocationDate == nil)
+            || (transaction.revocationDate == nil && previous?.revocationDate != nil)
+        if needsHistory {
+            var filters = TransactionHistoryRequest(productTypes: [.autoRenewable])
+            if !fullHistory, let since = previous?.periodStart {
+                // Incremental: what was bought since the stored period began (with a day's margin).
+                filters.startDate = EpochMilliseconds(since.addingTimeInterval(-86_400))
+            }
+            let outcome = await client.transactionHistory(for: otid, filters: filters, environment: environment)
+            calls[.transactionHistory, default: 0] += max(1, outcome.value?.pages ?? 1)
+            switch outcome {
+            case .success(let h):
+                var facts: [TransactionFacts] = []
+                for payload in h.transactions where payload.originalTransactionId == otid {
+                    guard let f = TransactionFacts(payload) else { continue }
+                    facts.append(f)
+                    if f.transactionId != transaction.transactionId {
+                        records.append(TransactionRecord(facts: f, payload: Self.json(payload)))
+                    }
+                }
+                history = facts
+                revision = h.revision
+            default:
+                return failure(item, outcome, endpoint: .transactionHistory, calls: calls)
+            }
+        }
+        let snapshot = SubscriptionSnapshot(status: entry.rawStatus.map(Int.init), transaction: transaction, renewal: renewal,
+                                            history: history, asOf: asOf)
+        return Result(write: decide(item, snapshot: snapshot, environment: environment.rawValue, revision: revision,
+                                    receiptLatest: nil, records: records, asOf: asOf),
+                      failure: nil, calls: calls)
+    }
+
+    // MARK: Legacy verifyReceipt
+
+    private func pollReceipt(_ item: ClaimedItem, receipt: String, asOf: Date) async -> Result {
+        let otid = item.originalTransactionId
+        let outcome = await client.verifyReceipt(receipt, excludeOldTransactions: false)
+        let calls: [AppStoreEndpoint: Int] = [.verifyReceipt: 1]
+        guard case .success(let result) = outcome else {
+            return failure(item, outcome, endpoint: .verifyReceipt, calls: calls)
+        }
+        let environment = result.environment.rawValue
+        let all = (result.response.latestReceiptInfo ?? []).compactMap { TransactionFacts(legacy: $0, environment: environment) }
+        guard let latest = SubscriptionSnapshot.latestTransaction(of: otid, in: all) else {
+            return Result(write: PollWrite(item: item, outcome: .failed(reason: "not found: the receipt has no transaction of \(otid)")),
+                          failure: .subscription, calls: calls)
+        }
+        let pending = (result.response.pendingRenewalInfo ?? []).first { $0.originalTransactionId == otid }
+            .map { RenewalFacts(legacy: $0, originalTransactionId: otid, environment: environment) }
+        let mine = all.filter { $0.originalTransactionId == otid }
+        let snapshot = SubscriptionSnapshot(status: nil, transaction: latest, renewal: pending, history: mine, asOf: asOf)
+        let records = (result.response.latestReceiptInfo ?? []).filter { $0.originalTransactionId == otid }.compactMap { t in
+            TransactionFacts(legacy: t, environment: environment).map { TransactionRecord(facts: $0, payload: Self.json(t)) }
+        }
+        return Result(write: decide(item, snapshot: snapshot, environment: environment, revision: nil,
+                                    receiptLatest: result.latestReceipt, records: records, asOf: asOf),
+                      failure: nil, calls: calls)
+    }
+
+    // MARK: Deciding
+
+    private func decide(_ item: ClaimedItem, snapshot: SubscriptionSnapshot, environment: String, revision: String?,
+                        receiptLatest: String?, records: [TransactionRecord], asOf: Date) -> PollWrite {
+        let previous = item.snapshot
+        let detection = ChangeDetector.events(previous: previous, current: snapshot, asOf: asOf)
+        if detection.stale, let previous {
+            return PollWrite(item: item, outcome: .polled(.init(
+                snapshot: previous, stale: true, environment: environment, historyRevision: nil, receiptLatest: nil,
+                transactions: [], events: [], segment: item.segment ?? SegmentState(.unknown, since: asOf), winback: WinbackDecision())))
+        }
+        let segment = SegmentState.next(previous: item.segment, snapshot: snapshot, asOf: asOf)
+        let winback = WinbackPlanner.decide(previous: previous, current: snapshot, asOf: asOf, policy: policy)
+        return PollWrite(item: item, outcome: .polled(.init(
+            snapshot: snapshot, stale: false, environment: environment, historyRevision: revision,
+            receiptLatest: receiptLatest, transactions: records, events: detection.events, segment: segment, winback: winback)))
+    }
+
+    private func failure<T>(_ item: ClaimedItem, _ outcome: AppStoreOutcome<T>, endpoint: AppStoreEndpoint,
+                            calls: [AppStoreEndpoint: Int]) -> Result {
+        let (reason, cls): (String, PollFailureClass)
+        var quarantine: [QuarantinedPayload] = []
+        switch outcome {
+        case .success: (reason, cls) = ("internal: success treated as failure", .subscription)
+        case .notFound(let code):
+            (reason, cls) = ("not found: \(code.map { String($0.rawValue) } ?? "404") in every environment", .subscription)
+        case .rateLimited(let until):
+            (reason, cls) = ("rate limited: until \(until.ISO8601Format())", .appleUnavailable)
+        case .retryable(let why):
+            (reason, cls) = ("unavailable: \(why)", .appleUnavailable)
+        case .unauthorized:
+            (reason, cls) = ("unauthorized: Apple rejected the API key: check issuer id, key id and key", .unauthorized)
+        case .badRequest(let code):
+            (reason, cls) = ("bad request: \(code.map { String($0.rawValue) } ?? "4xx")", .subscription)
+        case .verificationFailed(let why, let payload):
+            (reason, cls) = ("verification: \(why)", .subscription)
+            quarantine.append(QuarantinedPayload(endpoint: endpoint.rawValue, reason: "\(why)", payload: payload))
+        case .malformedResponse(let why):
+            (reason, cls) = ("malformed: \(why)", .subscription)
+        }
+        return Result(write: PollWrite(item: item, outcome: .failed(reason: reason), quarantine: quarantine), failure: cls, calls: calls)
+    }
+
+    static func json<T: Encodable>(_ value: T) -> PostgresJSON {
+        (try? PostgresJSON(encoding: value)) ?? PostgresJSON(text: "{}")
+    }
+}

@@ -1,0 +1,49 @@
+import AppStoreServerAPI
+import ArgumentParser
+import Foundation
+import Logging
+
+struct InspectCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "inspect",
+        abstract: "Decode and verify a signed payload or a whole API response, or ask Apple about one subscription now.",
+        discussion: """
+            churnwatch inspect JWS|FILE|-    verify against the configured roots; prints every decoded field as JSON
+            churnwatch inspect --otid ID     fetch status and full history for one subscription (writes nothing)
+            Exits 0 only when everything verified; 1 rejected or not found; 69 Apple unavailable; 78 bad configuration.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var apple: AppleOptions
+
+    @Option(name: .customLong("otid"), help: "Ask Apple about this original transaction id.")
+    var otid: String?
+
+    @Argument(help: "A compact JWS, a file holding a JWS or a response, or - for standard input.")
+    var input: String?
+
+    func run() async throws {
+        global.bootstrapLogging()
+        try await reportingErrors {
+            let logger = Logger(label: "churnwatch.inspect")
+            let config = try apple.configuration(logger: logger)
+            let report: InspectionReport
+            if let otid {
+                let client = AppStoreServerAPIClient(configuration: config)
+                report = await Inspector(configuration: config, client: client).inspectSubscription(otid)
+            } else if let input {
+                let text: String
+                do { text = try Inspector.readInput(input) } catch {
+                    throw CLIError.configuration("cannot read \(input): \(error.localizedDescription)")
+                }
+                report = await Inspector(configuration: config).inspect(text)
+            } else {
+                throw CLIError(description: "give a JWS, a file, - for standard input, or --otid ID", exitCode: 64)
+            }
+            print(report.json)
+            FileHandle.standardError.write(Data((report.verdictLine + "\n").utf8))
+            if report.exitCode != 0 { throw ExitCode(report.exitCode) }
+        }
+    }
+}

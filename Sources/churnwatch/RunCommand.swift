@@ -1,0 +1,162 @@
+import AppStoreServerAPI
+import ArgumentParser
+import ChurnModel
+import ChurnStore
+import Dispatch
+import Foundation
+import Logging
+import Polling
+import Postgres
+
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "The nightly run: plan what is due, poll Apple, write segments, events and win-back queues.",
+        discussion: """
+            A second `run` while one is in progress exits 0 with "another run is in progress: run N".
+            An unfinished earlier run (crash, SIGTERM, time budget, Apple outage) is resumed, not restarted.
+            SIGTERM or SIGINT stops claiming, finishes in-flight work, commits and exits 75 ("resumable: run N");
+            a second signal exits at once.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var windows: WindowOptions
+    @OptionGroup var apple: AppleOptions
+
+    @Option(name: .customLong("concurrency"), help: "Apple requests in flight at once in this process.")
+    var concurrency = 32
+
+    @Option(name: .customLong("batch-size"), help: "Items claimed and committed together.")
+    var batchSize = 16
+
+    @Flag(name: .customLong("join"), help: "Work the run in progress alongside its owner (another process or host); no planning, no closing.")
+    var join = false
+
+    @Flag(name: .customLong("resume"), help: "Resume an unfinished run (the default behaviour; accepted for scripts).")
+    var resume = false
+
+    @Option(name: .customLong("max-duration"), help: ArgumentHelp("Stop claiming after this long and exit 75 (resumable), e.g. 6h.", valueName: "duration"))
+    var maxDuration: String?
+
+    @Option(name: .customLong("shutdown-grace"), help: ArgumentHelp("After a stop request, how long in-flight work may take (default 30s).", valueName: "duration"))
+    var shutdownGrace = "30s"
+
+    func run() async throws {
+        global.bootstrapLogging()
+        try await reportingErrors {
+            let logger = Logger(label: "churnwatch.run")
+            let url = try global.resolvedDatabaseURL()
+            var options = RunOptions(asOf: try windows.resolvedAsOf())
+            options.windows = try windows.resolvedWindows()
+            guard concurrency > 0, batchSize > 0 else { throw CLIError.configuration("--concurrency and --batch-size must be positive") }
+            options.concurrency = concurrency
+            options.batchSize = batchSize
+            options.join = join
+            if let maxDuration {
+                guard let d = PlanWindows.parseDuration(maxDuration), d > 0 else {
+                    throw CLIError.configuration("--max-duration \"\(maxDuration)\" is not a duration (e.g. 6h)")
+                }
+                options.maxDuration = d
+            }
+            guard let grace = PlanWindows.parseDuration(shutdownGrace) else {
+                throw CLIError.configuration("--shutdown-grace \"\(shutdownGrace)\" is not a duration (e.g. 30s)")
+            }
+            options.shutdownGrace = grace
+            options.params = try PostgresJSON(encoding: RunParams(options: options))
+            let config = try apple.configuration(logger: logger)
+
+            let workers = max(1, (concurrency + batchSize - 1) / batchSize)
+            let pool = PostgresPool(connectionString: url, size: workers + 2, logger: Logger(label: "churnwatch.postgres"))
+            let store = ChurnStore(pool: pool, logger: logger)
+            try await store.schemaCheck()
+            let limiter = SharedBudgetLimiter(store: store, limits: config.rateLimits, namespace: config.bundleId)
+            let client = AppStoreServerAPIClient(configuration: config, limiter: limiter, logger: Logger(label: "churnwatch.appstore"))
+            let engine = RunEngine(store: store, poller: SubscriptionPoller(client: client, fullHistory: false), options: options, logger: logger)
+            let signals = SignalHandler { engine.requestStop("signal") }
+            defer { signals.cancel() }
+
+            let outcome = try await engine.run { report in
+                logger.debug("batch committed", metadata: ["run": "\(report.runId)", "polled": "\(report.polled)", "failed": "\(report.failed)"])
+            }
+            try report(outcome, stats: engine.stats)
+        }
+    }
+
+    func report(_ outcome: RunOutcome, stats: WorkerStats) throws {
+        switch outcome {
+        case .finished(let s):
+            print(RunSummaryText.lines(s, calls: stats.calls).joined(separator: "\n"))
+        case .joinedAndDrained(let runId, let polled):
+            print("joined run \(runId): polled \(polled); no work left")
+        case .anotherRunInProgress(let runId):
+            print("another run is in progress: run \(runId.map(String.init) ?? "?")")
+        case .nothingToJoin:
+            print("no run in progress to join")
+        case .interrupted(let runId, let reason):
+            throw CLIError.resumable("resumable: run \(runId) (stopped: \(reason))")
+        case .appleUnavailable(let runId, let detail):
+            throw CLIError.resumable("resumable: run \(runId) (Apple unavailable: \(detail))")
+        case .unauthorized(let runId):
+            throw CLIError.configuration("Apple rejected the API key: check issuer id, key id and key (run \(runId) is resumable)")
+        }
+    }
+}
+
+private struct RunParams: Encodable {
+    var start_window: Double, end_window: Double, lapsed_window: Double, stale_after: Double
+    var concurrency: Int, batch_size: Int
+    init(options: RunOptions) {
+        start_window = options.windows.start
+        end_window = options.windows.end
+        lapsed_window = options.windows.lapsed
+        stale_after = options.windows.staleAfter
+        concurrency = options.concurrency
+        batch_size = options.batchSize
+    }
+}
+
+enum RunSummaryText {
+    static func lines(_ s: RunSummary, calls: [String: Int]) -> [String] {
+        func list(_ d: [String: Int]) -> String {
+            d.isEmpty ? "none" : d.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        }
+        var out = ["run \(s.runId) done: \(s.due) due, \(s.polled) polled, \(s.failed) failed" + (s.failed > 0 ? " (\(list(s.failedByReason)))" : "")]
+        out.append("events: \(s.events)" + (s.events > 0 ? " (\(list(s.eventsByType)))" : ""))
+        out.append("win-back: \(s.enqueued) created" + (s.enqueued > 0 ? " (\(list(s.enqueuedByCampaign)))" : "") + ", \(s.obsoleted) obsolete, \(s.expired) expired")
+        if s.quarantined > 0 { out.append("quarantined payloads: \(s.quarantined)") }
+        out.append("Apple calls by this process: \(list(calls))")
+        return out
+    }
+}
+
+/// SIGTERM/SIGINT: the first asks for a graceful stop, the second exits at once (75).
+final class SignalHandler: @unchecked Sendable {
+    private var sources: [DispatchSourceSignal] = []
+    private let lock = NSLock()
+    private var count = 0
+
+    init(_ onFirst: @escaping @Sendable () -> Void) {
+        for sig in [SIGTERM, SIGINT] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler { [weak self] in
+                guard let self else { return }
+                let n = self.lock.withLock { self.count += 1; return self.count }
+                if n == 1 {
+                    FileHandle.standardError.write(Data("churnwatch: stopping: finishing in-flight work (signal again to exit at once)\n".utf8))
+                    onFirst()
+                } else {
+                    FileHandle.standardError.write(Data("churnwatch: exiting at once; committed work is kept, re-run to resume\n".utf8))
+                    exit(ExitStatus.resumable)
+                }
+            }
+            source.resume()
+            sources.append(source)
+        }
+    }
+
+    func cancel() {
+        for s in sources { s.cancel() }
+    }
+}
