@@ -87,6 +87,17 @@ let package = Package(
             ]
         ),
 
+        // Benchmarks of the App Store client (JWS verification); prints key=value lines for ops/bench.
+        .executableTarget(
+            name: "cw-bench",
+            dependencies: [
+                "AppStoreServerAPI",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ]
+        ),
+
         // Benchmarks behind ops/bench (release builds); prints key=value lines.
         .executableTarget(
             name: "churnwatch-bench",

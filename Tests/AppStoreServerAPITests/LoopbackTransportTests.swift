@@ -73,3 +73,15 @@ struct LoopbackTransportTests {
         guard case .retryable(.connection) = outcome else { Issue.record("\(outcome)"); return }
     }
 }
+
+@Suite("URLSessionTransport deadline")
+struct URLSessionTransportDeadlineTests {
+    @Test func aServerThatNeverAnswersTimesOut() async throws {
+        // Accepts the connection, reads the request, never answers.
+        let server = try LoopbackHTTPServer(hang: true) { _ in .init(status: 200) }
+        defer { server.stop() }
+        let transport = URLSessionTransport()
+        let request = HTTPRequest(method: "GET", url: server.baseURL.appendingPathComponent("slow"), timeout: 0.3)
+        await #expect(throws: HTTPTransportError.timeout) { try await transport.send(request) }
+    }
+}

@@ -103,6 +103,10 @@ struct PythonCrossCheckTests {
         let loose = try TestPKI(.init(fullProfile: false))
         (jws, r) = try with(loose)
         list.append(Case(name: "certificates without key identifiers or CA key usage (strict)", jws: jws, roots: r, strict: true))
+        (jws, r) = try with(TestPKI(.init(leafCriticalExtension: .extendedKeyUsage)))
+        list.append(Case(name: "genuine: leaf with a critical extendedKeyUsage", jws: jws, roots: r))
+        (jws, r) = try with(TestPKI(.init(leafCriticalExtension: .unknown)))
+        list.append(Case(name: "leaf with an unknown critical extension", jws: jws, roots: r))
         return list
     }
 
@@ -155,6 +159,6 @@ struct PythonCrossCheckTests {
             }
         }
         let genuine = results.filter { $0.name.hasPrefix("genuine") || $0.name.hasPrefix("old payload") }
-        #expect(genuine.count == 4 && genuine.allSatisfy(\.accepted))
+        #expect(genuine.count == 5 && genuine.allSatisfy(\.accepted))
     }
 }

@@ -39,8 +39,16 @@ public enum AppStoreOutcome<Value: Sendable>: Sendable {
 
     /// A failure re-typed for another value type. Must not be called on `.success`.
     func failure<T: Sendable>() -> AppStoreOutcome<T> {
-        guard case .success = self else { return map { _ in fatalError() } }
-        preconditionFailure("failure() called on a success")
+        switch self {
+        case .success: preconditionFailure("failure() called on a success")
+        case .notFound(let c): .notFound(c)
+        case .rateLimited(let d): .rateLimited(until: d)
+        case .retryable(let r): .retryable(r)
+        case .unauthorized: .unauthorized
+        case .badRequest(let c): .badRequest(c)
+        case .verificationFailed(let f, let p): .verificationFailed(f, payload: p)
+        case .malformedResponse(let m): .malformedResponse(m)
+        }
     }
 
     /// The same outcome with the success value transformed.

@@ -314,10 +314,9 @@ public final class AppStoreServerAPIClient: Sendable {
 
     /// The App Store Server API's status and error-code rules.
     static func judgeServerAPI(_ response: HTTPResponse) -> Verdict {
+        if (200..<300).contains(response.status) { return .done(.success(response)) }
         let code = (try? JSONDecoder().decode(ErrorPayload.self, from: response.body))?.errorCode.map(AppStoreErrorCode.init(rawValue:))
         switch response.status {
-        case 200..<300:
-            return .done(.success(response))
         case 401:
             return .unauthorized
         case 429:

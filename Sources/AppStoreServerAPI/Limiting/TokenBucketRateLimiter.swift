@@ -72,8 +72,7 @@ public actor TokenBucketRateLimiter: AppStoreRateLimiter {
 
     /// The current requests per second for `key`, after any 429 slowdown.
     public func currentRate(_ key: RateLimitKey) -> Double {
-        let bucket = buckets[key]
-        let factor = (bucket.map { clock.now() > $0.slowUntil } ?? true) ? 1 : bucket!.rateFactor
-        return limits.perSecond(key) * factor
+        guard let bucket = buckets[key], clock.now() <= bucket.slowUntil else { return limits.perSecond(key) }
+        return limits.perSecond(key) * bucket.rateFactor
     }
 }

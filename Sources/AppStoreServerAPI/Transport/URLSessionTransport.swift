@@ -23,7 +23,21 @@ public final class URLSessionTransport: HTTPTransport {
 
     deinit { session.finishTasksAndInvalidate() }
 
+    /// Sends `request`; ``HTTPTransportError/timeout`` when the whole exchange takes longer than
+    /// `request.timeout` (URLSession's own timeout only limits idle time between packets).
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        try await withThrowingTaskGroup(of: HTTPResponse.self) { group in
+            group.addTask { try await self.exchange(request) }
+            group.addTask {
+                try await Task.sleep(nanoseconds: UInt64(max(0.001, request.timeout) * 1_000_000_000))
+                throw HTTPTransportError.timeout
+            }
+            defer { group.cancelAll() }
+            return try await group.next()!
+        }
+    }
+
+    private func exchange(_ request: HTTPRequest) async throws -> HTTPResponse {
         var urlRequest = URLRequest(url: request.url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: request.timeout)
         urlRequest.httpMethod = request.method
         for (name, value) in request.headers { urlRequest.addValue(value, forHTTPHeaderField: name) }

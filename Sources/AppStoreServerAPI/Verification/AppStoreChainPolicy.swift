@@ -25,7 +25,12 @@ struct AppStoreChainPolicy: VerifierPolicy {
     init(strict: Bool, failures: Locked<[JWSVerificationFailure]>) {
         self.strict = strict
         self.failures = failures
-        self.verifyingCriticalExtensions = rfc5280.verifyingCriticalExtensions
+        // Critical extensions OpenSSL (Apple's Python library) recognises and so accepts when
+        // marked critical, beyond the ones RFC 5280 path validation enforces; none of them
+        // matters to a chain pinned to configured roots.
+        self.verifyingCriticalExtensions = rfc5280.verifyingCriticalExtensions + [
+            .X509ExtensionID.extendedKeyUsage, .X509ExtensionID.subjectAlternativeName, [2, 5, 29, 32],
+        ]
     }
 
     mutating func chainMeetsPolicyRequirements(chain: UnverifiedCertificateChain) async -> PolicyEvaluationResult {

@@ -49,7 +49,8 @@ public final class SignedDataVerifier: Sendable {
     private let roots: [Certificate]
     private let options: Options
     private let clock: any AppStoreClock
-    private let byHeader = Locked<[[UInt8]: VerifiedChain]>([:])
+    /// Encoded headers already seen, most recent last (a handful at most).
+    private let byHeader = Locked<[(header: [UInt8], chain: VerifiedChain)]>([])
     private let byCertificates = Locked<[[UInt8]: VerifiedChain]>([:])
     private let coldVerifications = Locked<Int>(0)
 
@@ -100,71 +101,103 @@ public final class SignedDataVerifier: Sendable {
     /// Verifies the signature and certificate chain of any App Store JWS and decodes its payload
     /// as `T`. Checks no payload field other than the validation date.
     public func verify<T: SignedPayload>(_ jws: String, as type: T.Type) async throws(JWSVerificationFailure) -> T {
-        try await verify(utf8: Array(jws.utf8), as: T.self)
-    }
+        var jws = jws
+        // Steady state: the header names a known chain; verify in place, without copying.
+        let fast = jws.withUTF8 { utf8 -> Result<T, JWSVerificationFailure>? in
+            let parts: Parts
+            switch Parts.split(utf8, maxHeaderBytes: options.maxHeaderBytes) {
+            case .success(let p): parts = p
+            case .failure(let f): return .failure(f)
+            }
+            guard let chain = knownChain(forHeader: UnsafeBufferPointer(rebasing: utf8[parts.header])) else { return nil }
+            return Result { () throws(JWSVerificationFailure) in try finish(utf8, parts, chain: chain, as: T.self) }
+        }
+        if let fast { return try fast.get() }
 
-    private func verify<T: SignedPayload>(utf8: [UInt8], as type: T.Type) async throws(JWSVerificationFailure) -> T {
-        var dots: [Int] = []
-        for i in utf8.indices where utf8[i] == UInt8(ascii: ".") {
-            dots.append(i)
-            if dots.count > 2 { break }
+        let utf8 = Array(jws.utf8)
+        let parts: Parts
+        switch utf8.withUnsafeBufferPointer({ Parts.split($0, maxHeaderBytes: options.maxHeaderBytes) }) {
+        case .success(let p): parts = p
+        case .failure(let f): throw f
         }
-        guard dots.count == 2 else {
-            throw .notThreeParts(dots.count == 3 ? utf8.lazy.filter { $0 == UInt8(ascii: ".") }.count + 1 : dots.count + 1)
-        }
-        let headerPart = utf8[0..<dots[0]]
-        let payloadPart = utf8[(dots[0] + 1)..<dots[1]]
-        let signaturePart = utf8[(dots[1] + 1)...]
-        guard headerPart.count <= options.maxHeaderBytes else { throw .headerTooLarge(bytes: headerPart.count) }
-        guard !payloadPart.isEmpty, let payloadBytes = Base64URL.decode(utf8: payloadPart) else {
+        // Apple's order: the parts must decode before the chain is looked at.
+        guard !parts.payload.isEmpty, Base64URL.decode(utf8: utf8[parts.payload]) != nil else {
             throw .invalidBase64URL(part: .payload)
         }
-
-        // The header of a known chain is byte-identical from payload to payload.
-        let headerKey = Array(headerPart)
-        let cached = byHeader.withLock { $0[headerKey] }
-        let header: JWSHeader?
-        if cached == nil {
-            guard !headerPart.isEmpty, let headerBytes = Base64URL.decode(utf8: headerPart) else {
-                throw .invalidBase64URL(part: .header)
-            }
-            guard let decoded = try? JSONDecoder().decode(JWSHeader.self, from: Data(headerBytes)) else {
-                throw .malformedHeader
-            }
-            header = decoded
-        } else {
-            header = nil
+        guard !parts.header.isEmpty, let headerBytes = Base64URL.decode(utf8: utf8[parts.header]) else {
+            throw .invalidBase64URL(part: .header)
         }
+        guard let header = try? JSONDecoder().decode(JWSHeader.self, from: Data(headerBytes)) else {
+            throw .malformedHeader
+        }
+        _ = try utf8.withUnsafeBufferPointer { b throws(JWSVerificationFailure) in try decodePayload(b, parts, as: T.self) }
+        let chain = try await verifyHeader(header)
+        let headerKey = Array(utf8[parts.header])
+        byHeader.withLock { entries in
+            if !entries.contains(where: { $0.header == headerKey }) {
+                if entries.count >= 16 { entries.removeFirst() }
+                entries.append((headerKey, chain))
+            }
+        }
+        return try utf8.withUnsafeBufferPointer { b throws(JWSVerificationFailure) in try finish(b, parts, chain: chain, as: T.self) }
+    }
 
-        let payload: T
+    /// Byte ranges of the three parts of a compact JWS.
+    struct Parts {
+        var header: Range<Int>
+        var payload: Range<Int>
+        var signature: Range<Int>
+        /// `header.payload`, the signed bytes.
+        var signingInput: Range<Int> { header.lowerBound..<payload.upperBound }
+
+        static func split(_ utf8: UnsafeBufferPointer<UInt8>, maxHeaderBytes: Int) -> Result<Parts, JWSVerificationFailure> {
+            var first = -1, second = -1, dots = 0
+            for i in utf8.indices where utf8[i] == UInt8(ascii: ".") {
+                dots += 1
+                if dots == 1 { first = i } else if dots == 2 { second = i }
+            }
+            guard dots == 2 else { return .failure(.notThreeParts(dots + 1)) }
+            guard first <= maxHeaderBytes else { return .failure(.headerTooLarge(bytes: first)) }
+            return .success(Parts(header: 0..<first, payload: (first + 1)..<second, signature: (second + 1)..<utf8.count))
+        }
+    }
+
+    private func knownChain(forHeader header: UnsafeBufferPointer<UInt8>) -> VerifiedChain? {
+        byHeader.withLock { entries in
+            for entry in entries where entry.header.count == header.count {
+                let equal = entry.header.withUnsafeBufferPointer { memcmp($0.baseAddress!, header.baseAddress!, header.count) == 0 }
+                if equal { return entry.chain }
+            }
+            return nil
+        }
+    }
+
+    private func decodePayload<T: Decodable>(_ utf8: UnsafeBufferPointer<UInt8>, _ parts: Parts, as type: T.Type) throws(JWSVerificationFailure) -> T {
+        guard !parts.payload.isEmpty, let bytes = Base64URL.decode(utf8: utf8[parts.payload]) else {
+            throw .invalidBase64URL(part: .payload)
+        }
         do {
-            payload = try JSONDecoder().decode(T.self, from: Data(payloadBytes))
+            return try JSONDecoder().decode(T.self, from: Data(bytes))
         } catch {
             throw .malformedPayload
         }
+    }
 
-        let chain: VerifiedChain
-        if let cached {
-            chain = cached
-        } else {
-            chain = try await verifyHeader(header!)
-            byHeader.withLock {
-                if $0.count >= options.cacheCapacity { $0.removeAll(keepingCapacity: true) }
-                $0[headerKey] = chain
-            }
-        }
-
+    /// Payload, validity at `signedDate`, then the ES256 signature.
+    private func finish<T: SignedPayload>(
+        _ utf8: UnsafeBufferPointer<UInt8>, _ parts: Parts, chain: VerifiedChain, as type: T.Type
+    ) throws(JWSVerificationFailure) -> T {
+        let payload = try decodePayload(utf8, parts, as: T.self)
         let validationTime = payload.signedDateMilliseconds ?? EpochMilliseconds(clock.now()).rawValue
         for (role, notBefore, notAfter) in chain.validity {
             if validationTime < notBefore { throw .certificateNotYetValid(role) }
             if validationTime > notAfter { throw .certificateExpired(role) }
         }
-
-        guard !signaturePart.isEmpty, let signatureBytes = Base64URL.decode(utf8: signaturePart) else {
+        guard !parts.signature.isEmpty, let signatureBytes = Base64URL.decode(utf8: utf8[parts.signature]) else {
             throw .invalidBase64URL(part: .signature)
         }
         guard let signature = try? P256.Signing.ECDSASignature(rawRepresentation: signatureBytes),
-              chain.leafKey.isValidSignature(signature, for: utf8[0..<dots[1]])
+              chain.leafKey.isValidSignature(signature, for: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: utf8[parts.signingInput])))
         else { throw .invalidSignature }
         return payload
     }

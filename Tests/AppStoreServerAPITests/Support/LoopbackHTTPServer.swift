@@ -23,12 +23,15 @@ final class LoopbackHTTPServer: @unchecked Sendable {
     let port: UInt16
     private let listener: Int32
     private let handler: @Sendable (Request) -> Response
+    private let hang: Bool
     private let lock = NSLock()
     private var received: [Request] = []
     private var connections = 0
 
-    init(handler: @escaping @Sendable (Request) -> Response) throws {
+    /// - Parameter hang: read requests but never answer (for timeout tests).
+    init(hang: Bool = false, handler: @escaping @Sendable (Request) -> Response) throws {
         self.handler = handler
+        self.hang = hang
         #if canImport(Glibc)
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         #else
@@ -110,6 +113,11 @@ final class LoopbackHTTPServer: @unchecked Sendable {
             buffer.removeSubrange(..<(buffer.startIndex + length))
             let request = Request(method: String(requestLine[0]), target: String(requestLine[1]), headers: headers, body: Data(body))
             lock.withLock { received.append(request) }
+            if hang {
+                // Keep the connection open without answering until the client gives up.
+                while recv(fd, &chunk, chunk.count, 0) > 0 {}
+                return
+            }
             let response = handler(request)
             var text = "HTTP/1.1 \(response.status) X\r\nContent-Length: \(response.body.count)\r\nConnection: keep-alive\r\n"
             for (name, value) in response.headers { text += "\(name): \(value)\r\n" }

@@ -21,6 +21,12 @@ struct TestPKI {
         /// Key identifiers, critical basic constraints and key usage, as OpenSSL's X509_STRICT wants.
         var fullProfile = true
         var rootName = "churnwatch Test Root CA"
+        /// Give the leaf a critical extension: extendedKeyUsage (recognised) or a private OID (not).
+        var leafCriticalExtension: CriticalExtension? = nil
+    }
+
+    enum CriticalExtension {
+        case extendedKeyUsage, unknown
     }
 
     let rootKey: P256.Signing.PrivateKey
@@ -91,6 +97,11 @@ struct TestPKI {
                 }
                 if options.leafHasAppleOID {
                     Certificate.Extension(oid: Self.receiptSigningOID, critical: false, value: [0x05, 0x00])
+                }
+                switch options.leafCriticalExtension {
+                case .extendedKeyUsage?: Critical(try ExtendedKeyUsage([.codeSigning]))
+                case .unknown?: Certificate.Extension(oid: [1, 3, 6, 1, 4, 1, 99999, 7], critical: true, value: [0x05, 0x00])
+                case nil: Certificate.Extensions()
                 }
             },
             issuerPrivateKey: .init(intermediateKey))
