@@ -100,7 +100,7 @@ struct PopulationGenerator {
                 cands.append(Candidate(time: t, event: e, reversal: reversal, order: cands.count))
             }
             // Refunds come in the days after a charge; some are reversed a few days later.
-            if !isTrial && !family && rng.chance(0.012) {
+            if !isTrial && !family && rng.chance(0.006) {
                 let t = ps + rng.between(12 * hour, min(10 * day, len * 9 / 10))
                 let prorated = rng.chance(0.2)
                 let reason: UInt8 = rng.chance(0.3) ? 1 : 0
