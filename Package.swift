@@ -114,6 +114,17 @@ let package = Package(
             ]
         ),
 
+        // Benchmarks of the App Store client (JWS verification); prints key=value lines for ops/bench.
+        .executableTarget(
+            name: "cw-bench",
+            dependencies: [
+                "AppStoreServerAPI",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ]
+        ),
+
         .testTarget(
             name: "PostgresTests",
             dependencies: ["Postgres", .product(name: "Logging", package: "swift-log")]
@@ -130,11 +141,14 @@ let package = Package(
             ],
             resources: [.copy("Fixtures")]
         ),
+        // The simulator's tests also check its payloads with churnwatch's own verifier (tests only;
+        // the simulator library never depends on the client).
         .testTarget(
             name: "AppStoreSimulatorTests",
             dependencies: [
                 "AppStoreSimulator",
                 "AppStoreModels",
+                "AppStoreServerAPI",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),

@@ -46,6 +46,16 @@ public enum Base64URL {
         return text.withUTF8 { decode(utf8: $0, table: urlTable, allowPadding: false) }
     }
 
+    /// Decodes unpadded base64url from raw UTF-8 bytes (for example a slice of a compact JWS).
+    public static func decode(utf8: ArraySlice<UInt8>) -> [UInt8]? {
+        utf8.withUnsafeBufferPointer { decode(utf8: $0, table: urlTable, allowPadding: false) }
+    }
+
+    /// Decodes unpadded base64url from raw UTF-8 bytes.
+    public static func decode(utf8: Slice<UnsafeBufferPointer<UInt8>>) -> [UInt8]? {
+        decode(utf8: UnsafeBufferPointer(rebasing: utf8), table: urlTable, allowPadding: false)
+    }
+
     /// Decodes standard Base64 (RFC 4648 §4) with optional `=` padding, as used by `x5c`.
     public static func decodeStandard(_ text: some StringProtocol) -> [UInt8]? {
         var text = String(text)

@@ -1,0 +1,107 @@
+import AppStoreModels
+import Crypto
+import Foundation
+import SwiftASN1
+import X509
+
+/// Everything the App Store client needs, validated.
+///
+/// Load it with ``fromEnvironment(_:overrides:)`` before any work starts; every problem is a
+/// ``ConfigurationError`` naming the setting. Environment variables:
+///
+/// | Variable | Meaning | Default |
+/// |---|---|---|
+/// | `APPSTORE_ISSUER_ID` | Issuer ID (App Store Connect → Integrations → Keys) | required |
+/// | `APPSTORE_KEY_ID` | Key ID of the In-App Purchase key | required |
+/// | `APPSTORE_PRIVATE_KEY_PATH` | the `.p8` file: PEM PKCS#8 P-256 private key | required |
+/// | `APPSTORE_BUNDLE_ID` | the app's bundle ID | required |
+/// | `APPSTORE_APP_APPLE_ID` | the app's Apple ID (integer) | required in Production |
+/// | `APPSTORE_ENVIRONMENT` | `Production` or `Sandbox` | `Production` |
+/// | `APPSTORE_BASE_URL` | production host override (also `{base}/verifyReceipt`) | Apple |
+/// | `APPSTORE_SANDBOX_BASE_URL` | sandbox host override (also `{base}/verifyReceipt`) | Apple |
+/// | `APPSTORE_ROOT_CERTS` | trusted root CA certificates, comma-separated paths, DER or PEM | required |
+/// | `APPSTORE_SHARED_SECRET` | shared secret for legacy verifyReceipt | none |
+/// | `APPSTORE_STATUS_RATE`, `APPSTORE_HISTORY_RATE`, `APPSTORE_TRANSACTION_RATE`, `APPSTORE_REFUND_RATE`, `APPSTORE_RECEIPT_RATE` | requests/s in the configured environment | 50, 50, 50, 10, 50 (Sandbox: 10 %) |
+/// | `APPSTORE_REQUEST_TIMEOUT` | seconds per HTTP request | 30 |
+/// | `APPSTORE_MAX_ATTEMPTS` | attempts per call for temporary failures | 5 |
+/// | `APPSTORE_MAX_RETRY_WAIT` | seconds one call may spend waiting (backoff, Retry-After, limiter) | 60 |
+/// | `APPSTORE_STRICT_X509` | `1`/`true`: also apply OpenSSL X509_STRICT certificate rules | off |
+public struct AppStoreConfiguration: Sendable, CustomStringConvertible {
+    public static let defaultProductionBaseURL = URL(string: "https://api.storekit.apple.com")!
+    public static let defaultSandboxBaseURL = URL(string: "https://api.storekit-sandbox.apple.com")!
+    public static let defaultProductionReceiptURL = URL(string: "https://buy.itunes.apple.com/verifyReceipt")!
+    public static let defaultSandboxReceiptURL = URL(string: "https://sandbox.itunes.apple.com/verifyReceipt")!
+
+    public var issuerId: String
+    public var keyId: String
+    public var signingKey: AppStoreSigningKey
+    public var bundleId: String
+    public var appAppleId: Int64?
+    /// `.production` or `.sandbox`: where calls go first and what payloads must say.
+    public var environment: AppStoreEnvironment
+    /// Replaces `https://api.storekit.apple.com` and, for verifyReceipt, `https://buy.itunes.apple.com`.
+    public var productionBaseURL: URL?
+    /// Replaces `https://api.storekit-sandbox.apple.com` and `https://sandbox.itunes.apple.com`.
+    public var sandboxBaseURL: URL?
+    public var rootCertificates: [Certificate]
+    public var sharedSecret: RedactedString?
+    public var rateLimits: AppStoreRateLimits
+    /// Seconds per HTTP request.
+    public var requestTimeout: TimeInterval
+    public var retryPolicy: RetryPolicy
+    public var strictX509: Bool
+    /// Problems worth a log line that do not stop the program (e.g. a key file others can read).
+    public var warnings: [String]
+
+    public init(
+        issuerId: String, keyId: String, signingKey: P256.Signing.PrivateKey, bundleId: String,
+        appAppleId: Int64?, environment: AppStoreEnvironment, productionBaseURL: URL? = nil,
+        sandboxBaseURL: URL? = nil, rootCertificates: [Certificate], sharedSecret: String? = nil,
+        rateLimits: AppStoreRateLimits = .apple, requestTimeout: TimeInterval = 30,
+        retryPolicy: RetryPolicy = RetryPolicy(), strictX509: Bool = false, warnings: [String] = []
+    ) {
+        self.issuerId = issuerId
+        self.keyId = keyId
+        self.signingKey = AppStoreSigningKey(signingKey)
+        self.bundleId = bundleId
+        self.appAppleId = appAppleId
+        self.environment = environment
+        self.productionBaseURL = productionBaseURL
+        self.sandboxBaseURL = sandboxBaseURL
+        self.rootCertificates = rootCertificates
+        self.sharedSecret = sharedSecret.map(RedactedString.init)
+        self.rateLimits = rateLimits
+        self.requestTimeout = requestTimeout
+        self.retryPolicy = retryPolicy
+        self.strictX509 = strictX509
+        self.warnings = warnings
+    }
+
+    /// The App Store Server API base URL for `environment`.
+    public func baseURL(for environment: AppStoreEnvironment) -> URL {
+        environment == .sandbox
+            ? sandboxBaseURL ?? Self.defaultSandboxBaseURL
+            : productionBaseURL ?? Self.defaultProductionBaseURL
+    }
+
+    /// The verifyReceipt URL for `environment`: `{override}/verifyReceipt` when the base URL is
+    /// overridden, Apple's legacy host otherwise.
+    public func verifyReceiptURL(for environment: AppStoreEnvironment) -> URL {
+        if let base = environment == .sandbox ? sandboxBaseURL : productionBaseURL {
+            return URL(string: base.absoluteString.trimmingSuffix("/") + "/verifyReceipt")!
+        }
+        return environment == .sandbox ? Self.defaultSandboxReceiptURL : Self.defaultProductionReceiptURL
+    }
+
+    public var description: String {
+        "AppStoreConfiguration(environment: \(environment.rawValue), bundleId: \(bundleId), issuerId: \(issuerId), keyId: \(keyId), key: <redacted>, roots: \(rootCertificates.count))"
+    }
+}
+
+extension String {
+    func trimmingSuffix(_ suffix: Character) -> String {
+        var s = self
+        while s.last == suffix { s.removeLast() }
+        return s
+    }
+}

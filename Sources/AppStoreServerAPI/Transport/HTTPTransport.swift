@@ -1,0 +1,54 @@
+import Foundation
+
+/// An HTTP request as the client builds it.
+public struct HTTPRequest: Sendable {
+    public var method: String
+    public var url: URL
+    /// Header fields in order; names as sent.
+    public var headers: [(name: String, value: String)]
+    public var body: Data?
+    /// Seconds before the request is abandoned as a timeout.
+    public var timeout: TimeInterval
+
+    public init(method: String, url: URL, headers: [(name: String, value: String)] = [], body: Data? = nil, timeout: TimeInterval) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.timeout = timeout
+    }
+
+    /// The value of the first header named `name` (case-insensitive).
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+}
+
+/// An HTTP response: status, header fields (names lowercased) and the whole body.
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    /// Header fields keyed by lowercased name.
+    public var headers: [String: String]
+    public var body: Data
+
+    public init(status: Int, headers: [String: String] = [:], body: Data = Data()) {
+        self.status = status
+        self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
+        self.body = body
+    }
+}
+
+/// Why a request got no HTTP response. Both are retryable.
+public enum HTTPTransportError: Error, Hashable, Sendable {
+    /// The request took longer than its timeout.
+    case timeout
+    /// DNS, TCP, TLS or a connection closed early; the text is for logs.
+    case connection(String)
+}
+
+/// Sends one HTTP request and returns the whole response. Implementations must be safe to call
+/// from many tasks at once. Throw ``HTTPTransportError`` when there is no response, and
+/// `CancellationError` when the task is cancelled.
+public protocol HTTPTransport: Sendable {
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse
+}

@@ -1,0 +1,75 @@
+@testable import AppStoreServerAPI
+import Foundation
+import Testing
+
+/// The client over real HTTP: URLSession to a server on 127.0.0.1.
+@Suite("URLSession over loopback HTTP")
+struct LoopbackTransportTests {
+    @Test func statusAndHistoryOverRealHTTP() async throws {
+        let pki = try TestPKI()
+        let responses = Responses(pki: pki)
+        let status = try JSONEncoder().encode(try responses.status())
+        let page0 = try JSONEncoder().encode(try responses.history(page: 0, of: 2))
+        let page1 = try JSONEncoder().encode(try responses.history(page: 1, of: 2))
+        let server = try LoopbackHTTPServer { request in
+            if request.target.hasPrefix("/inApps/v1/subscriptions/") { return .init(status: 200, headers: ["Content-Type": "application/json"], body: status) }
+            if request.target.hasPrefix("/inApps/v2/history/") {
+                return .init(status: 200, body: request.target.contains("revision=rev-1") ? page1 : page0)
+            }
+            return .init(status: 404, body: Data(#"{"errorCode":4040010,"errorMessage":"Transaction id not found."}"#.utf8))
+        }
+        defer { server.stop() }
+
+        let configuration = TestConfiguration.make(pki: pki, baseURL: server.baseURL, sandboxBaseURL: server.baseURL)
+        let client = AppStoreServerAPIClient(configuration: configuration, transport: URLSessionTransport())
+
+        let outcome = await client.subscriptionStatuses(for: "2000000000000001")
+        #expect(outcome.value?.subscriptions.first?.renewalInfo?.autoRenewStatus == .on, "\(outcome)")
+        let history = await client.transactionHistory(for: "2000000000000001", filters: .init(revoked: true))
+        #expect(history.value?.transactions.count == 4, "\(history)")
+        let missing = await client.transactionInfo(for: "42")
+        #expect(missing.isTransactionUnknownInEnvironment, "\(missing)")
+
+        // Concurrent calls share keep-alive connections.
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<16 { group.addTask { _ = await client.subscriptionStatuses(for: "2000000000000001") } }
+        }
+
+        let requests = server.requests
+        #expect(requests.count == 20)
+        #expect(requests[0].target == "/inApps/v1/subscriptions/2000000000000001")
+        #expect(requests[0].headers["authorization"]?.hasPrefix("Bearer ey") == true)
+        #expect(requests[1].target == "/inApps/v2/history/2000000000000001?revoked=true")
+        #expect(requests[2].target == "/inApps/v2/history/2000000000000001?revision=rev-1&revoked=true")
+        #expect(server.connectionCount <= 17)
+    }
+
+    @Test func verifyReceiptPostsToTheOverriddenBase() async throws {
+        let server = try LoopbackHTTPServer { request in
+            let body = #"{"status":0,"environment":"Production","latest_receipt":"TkVX","latest_receipt_info":[{"transaction_id":"1","original_transaction_id":"1","expires_date_ms":"1700000000000","is_trial_period":"false"}]}"#
+            return .init(status: request.method == "POST" && request.target == "/verifyReceipt" ? 200 : 404, body: Data(body.utf8))
+        }
+        defer { server.stop() }
+        let configuration = TestConfiguration.make(pki: try TestPKI(), baseURL: server.baseURL)
+        let client = AppStoreServerAPIClient(configuration: configuration, transport: URLSessionTransport())
+        let outcome = await client.verifyReceipt("T0xE", excludeOldTransactions: true)
+        let result = try #require(outcome.value, "\(outcome)")
+        #expect(result.latestReceipt == "TkVX")
+        #expect(result.response.latestReceiptInfo?.first?.expiresDate == 1_700_000_000_000)
+        let sent = try JSONSerialization.jsonObject(with: try #require(server.requests.first).body) as? [String: Any]
+        #expect(sent?["receipt-data"] as? String == "T0xE")
+        #expect(sent?["password"] as? String == "cafebabe")
+        #expect(sent?["exclude-old-transactions"] as? Bool == true)
+    }
+
+    @Test func connectionRefusedIsRetryable() async throws {
+        let server = try LoopbackHTTPServer { _ in .init(status: 200) }
+        let url = server.baseURL
+        server.stop()
+        let clock = TestClock()
+        let configuration = TestConfiguration.make(pki: try TestPKI(), baseURL: url, retry: RetryPolicy(maxAttempts: 2))
+        let client = AppStoreServerAPIClient(configuration: configuration, transport: URLSessionTransport(), clock: clock, random: { 0 })
+        let outcome = await client.transactionInfo(for: "1")
+        guard case .retryable(.connection) = outcome else { Issue.record("\(outcome)"); return }
+    }
+}

@@ -1,0 +1,135 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A tiny HTTP/1.1 server on 127.0.0.1 for tests: keep-alive, Content-Length bodies, one
+/// thread per connection, answers from a handler.
+final class LoopbackHTTPServer: @unchecked Sendable {
+    struct Request: Sendable {
+        var method: String
+        var target: String
+        var headers: [String: String]
+        var body: Data
+    }
+    struct Response: Sendable {
+        var status: Int
+        var headers: [String: String] = [:]
+        var body: Data = Data()
+    }
+
+    let port: UInt16
+    private let listener: Int32
+    private let handler: @Sendable (Request) -> Response
+    private let lock = NSLock()
+    private var received: [Request] = []
+    private var connections = 0
+
+    init(handler: @escaping @Sendable (Request) -> Response) throws {
+        self.handler = handler
+        #if canImport(Glibc)
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let listener = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard listener >= 0 else { throw POSIXError(.EIO) }
+        var yes: Int32 = 1
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(listener, 64) == 0 else { close(listener); throw POSIXError(.EADDRINUSE) }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        self.listener = listener
+        port = UInt16(bigEndian: address.sin_port)
+        let thread = Thread { [self] in acceptLoop() }
+        thread.start()
+    }
+
+    var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+    var requests: [Request] { lock.withLock { received } }
+    var connectionCount: Int { lock.withLock { connections } }
+
+    func stop() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+    }
+
+    private func acceptLoop() {
+        while true {
+            let client = accept(listener, nil, nil)
+            if client < 0 { return }
+            lock.withLock { connections += 1 }
+            let thread = Thread { [self] in serve(client) }
+            thread.start()
+        }
+    }
+
+    private func serve(_ fd: Int32) {
+        defer { close(fd) }
+        var buffer = Data()
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        while true {
+            // Read until the end of the header block.
+            let headerEnd: Range<Data.Index>
+            while true {
+                if let end = buffer.range(of: Data("\r\n\r\n".utf8)) {
+                    headerEnd = end
+                    break
+                }
+                let n = recv(fd, &chunk, chunk.count, 0)
+                if n <= 0 { return }
+                buffer.append(contentsOf: chunk[0..<n])
+            }
+            let head = String(decoding: buffer[..<headerEnd.lowerBound], as: UTF8.self)
+            var lines = head.components(separatedBy: "\r\n")
+            let requestLine = lines.removeFirst().split(separator: " ")
+            guard requestLine.count >= 2 else { return }
+            var headers: [String: String] = [:]
+            for line in lines {
+                guard let colon = line.firstIndex(of: ":") else { continue }
+                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            }
+            let length = Int(headers["content-length"] ?? "0") ?? 0
+            buffer.removeSubrange(..<headerEnd.upperBound)
+            while buffer.count < length {
+                let n = recv(fd, &chunk, chunk.count, 0)
+                if n <= 0 { return }
+                buffer.append(contentsOf: chunk[0..<n])
+            }
+            let body = buffer.prefix(length)
+            buffer.removeSubrange(..<(buffer.startIndex + length))
+            let request = Request(method: String(requestLine[0]), target: String(requestLine[1]), headers: headers, body: Data(body))
+            lock.withLock { received.append(request) }
+            let response = handler(request)
+            var text = "HTTP/1.1 \(response.status) X\r\nContent-Length: \(response.body.count)\r\nConnection: keep-alive\r\n"
+            for (name, value) in response.headers { text += "\(name): \(value)\r\n" }
+            text += "\r\n"
+            var bytes = Data(text.utf8)
+            bytes.append(response.body)
+            let sent = bytes.withUnsafeBytes { raw -> Bool in
+                var offset = 0
+                while offset < raw.count {
+                    #if canImport(Glibc)
+                    let n = send(fd, raw.baseAddress! + offset, raw.count - offset, Int32(MSG_NOSIGNAL))
+                    #else
+                    let n = send(fd, raw.baseAddress! + offset, raw.count - offset, 0)
+                    #endif
+                    if n <= 0 { return false }
+                    offset += n
+                }
+                return true
+            }
+            if !sent { return }
+        }
+    }
+}
