@@ -120,6 +120,12 @@ public struct SigningChain: Sendable {
         return encodedPayload + "." + Base64URL.encode(signature.rawRepresentation)
     }
 
+    /// The raw ES256 signature (`R||S`, 64 bytes) of the JWS of `payload` under this chain's header.
+    public func signature(payload: [UInt8]) throws -> [UInt8] {
+        let input = encodedHeader + "." + Base64URL.encode(payload)
+        return Array(try leafKey.signature(for: Array(input.utf8)).rawRepresentation)
+    }
+
     /// A compact JWS of `payload`.
     public func sign(payload: [UInt8]) throws -> String {
         encodedHeader + "." + (try signTail(payload: payload))

@@ -5,13 +5,26 @@ import NIOCore
 /// Subscription Statuses again is a lookup. Bounded (first in, first out) and sharded by
 /// subscriber to keep lock contention low.
 final class SignedCache: Sendable {
+    /// One subscriber's signed status item, compact: the payload JSON and raw signatures (the
+    /// shared header and the base64url text are produced when serving), about 1.3 KB.
     struct Item: Sendable {
+        enum Chain: UInt8, Sendable {
+            /// Signed by the simulator's chain.
+            case main
+            /// Signed by the rogue chain.
+            case rogue
+            /// `data` holds the two JWS strings as served (truncated faults).
+            case literal
+        }
+
         /// Simulated moment the payloads were signed at; an entry is valid only for it.
         var at: Int64
         var status: Int32
-        /// The renewal-info JWS, as pieces (shared header + tail, or one piece for faults).
-        var renewal: [ByteBuffer]
-        var transaction: [ByteBuffer]
+        var chain: Chain
+        var renewalLength: UInt16
+        var transactionLength: UInt16
+        /// Renewal payload, transaction payload, then (unless literal) the two 64-byte signatures.
+        var data: [UInt8]
     }
 
     private struct Shard {

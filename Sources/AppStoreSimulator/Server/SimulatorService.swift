@@ -271,28 +271,43 @@ public final class SimulatorService: Sendable {
             filter.insert(s)
         }
         let (i, _) = try resolve(id, env: env, now: now)
-        var body: [ByteBuffer] = []
-        var prefix = "{\"appAppleId\":\(population.config.appAppleId),\"bundleId\":\"\(population.config.bundleId)\",\"data\":["
-        var firstGroup = true
-        for sub in population.customerSubscriptions(i) where population.exists(sub, at: now) {
-            let item = signedItem(sub, at: now)
-            guard filter.isEmpty || filter.contains(item.status) else { continue }
-            prefix += firstGroup ? "" : ","
-            firstGroup = false
-            prefix += "{\"lastTransactions\":[{\"originalTransactionId\":\"\(population.originalTransactionId(sub))\""
-            prefix += ",\"signedRenewalInfo\":\""
-            body.append(ByteBuffer(string: prefix))
-            body.append(contentsOf: item.renewal)
-            body.append(ByteBuffer(string: "\",\"signedTransactionInfo\":\""))
-            body.append(contentsOf: item.transaction)
-            prefix = "\",\"status\":\(item.status)}],\"subscriptionGroupIdentifier\":\"\(population.groupId(sub))\"}"
+        let subs = population.customerSubscriptions(i).filter { population.exists($0, at: now) }
+        let items = subs.map { signedItem($0, at: now) }
+        var body = StatusBody(capacity: items.reduce(400) { $0 + Int($1.data.count) * 4 / 3 + 200 })
+        body.write("{\"appAppleId\":\(population.config.appAppleId),\"bundleId\":\"\(population.config.bundleId)\",\"data\":[")
+        var first = true
+        for (sub, item) in zip(subs, items) where filter.isEmpty || filter.contains(item.status) {
+            body.write(first ? "" : ",")
+            first = false
+            body.write("{\"lastTransactions\":[{\"originalTransactionId\":\"\(population.originalTransactionId(sub))\"")
+            body.write(",\"signedRenewalInfo\":\"")
+            writeJWS(&body, item, renewal: true)
+            body.write("\",\"signedTransactionInfo\":\"")
+            writeJWS(&body, item, renewal: false)
+            body.write("\",\"status\":\(item.status)}],\"subscriptionGroupIdentifier\":\"\(population.groupId(sub))\"}")
         }
-        if firstGroup { prefix += "" }
-        prefix += "],\"environment\":\"\(env.rawValue)\"}"
-        body.append(ByteBuffer(string: prefix))
+        body.write("],\"environment\":\"\(env.rawValue)\"}")
         var r = SimResponse(status: 200, headers: [("content-type", "application/json")])
-        r.body = body
+        r.body = body.finish()
         return r
+    }
+
+    /// Writes one JWS of a cached item: shared header, then base64url of payload and signature.
+    private func writeJWS(_ body: inout StatusBody, _ item: SignedCache.Item, renewal: Bool) {
+        let rl = Int(item.renewalLength), tl = Int(item.transactionLength)
+        item.data.withUnsafeBufferPointer { d in
+            let payload = renewal ? UnsafeBufferPointer(rebasing: d[0..<rl]) : UnsafeBufferPointer(rebasing: d[rl..<rl + tl])
+            switch item.chain {
+            case .literal:
+                body.write(bytes: payload)
+            case .main, .rogue:
+                body.share(item.chain == .main ? header : rogueHeader)
+                body.writeBase64URL(payload)
+                body.write(".")
+                let sigStart = rl + tl + (renewal ? 0 : 64)
+                body.writeBase64URL(UnsafeBufferPointer(rebasing: d[sigStart..<sigStart + 64]))
+            }
+        }
     }
 
     private func signedItem(_ sub: Int, at now: Int64) -> SignedCache.Item {
@@ -303,9 +318,7 @@ public final class SimulatorService: Sendable {
         let s = population.state(sub, at: now)
         let tx = population.transactionPayload(sub, s.latest, originalPurchaseDate: s.originalPurchaseDate, signedAt: now)
         let renewal = population.renewalPayload(sub, s)
-        let item = SignedCache.Item(
-            at: now, status: s.status, renewal: signedPieces(sub, renewal: renewal),
-            transaction: signedPieces(sub, transaction: tx))
+        let item = compactItem(sub, at: now, status: s.status, renewal: renewal, transaction: tx)
         cache.put(sub, item)
         stats.withLockedValue {
             $0.cacheMisses += 1
@@ -315,7 +328,8 @@ public final class SimulatorService: Sendable {
         return item
     }
 
-    private func signedPieces(_ sub: Int, transaction p: JWSTransactionDecodedPayload) -> [ByteBuffer] {
+    /// The transaction payload JSON as served to `sub` (with its fault applied).
+    private func payloadBytes(_ sub: Int, transaction p: JWSTransactionDecodedPayload) -> [UInt8] {
         var p = p
         let f = fault(sub)
         switch f {
@@ -326,10 +340,11 @@ public final class SimulatorService: Sendable {
             if p.rawOfferType != nil { p.rawOfferDiscountType = "FUTURE_DISCOUNT" }
         default: break
         }
-        return pieces(sub, payload: encode(p, extraFields: f == .unknownValues))
+        return encode(p, extraFields: f == .unknownValues)
     }
 
-    private func signedPieces(_ sub: Int, renewal p: JWSRenewalInfoDecodedPayload) -> [ByteBuffer] {
+    /// The renewal payload JSON as served to `sub` (with its fault applied).
+    private func payloadBytes(_ sub: Int, renewal p: JWSRenewalInfoDecodedPayload) -> [UInt8] {
         var p = p
         let f = fault(sub)
         if f == .unknownValues {
@@ -337,7 +352,7 @@ public final class SimulatorService: Sendable {
             if p.rawPriceIncreaseStatus != nil { p.rawPriceIncreaseStatus = 7 }
             p.rawRenewalBillingPlanType = "FUTURE_PLAN"
         }
-        return pieces(sub, payload: encode(p, extraFields: f == .unknownValues))
+        return encode(p, extraFields: f == .unknownValues)
     }
 
     private func encode(_ value: some Encodable, extraFields: Bool) -> [UInt8] {
@@ -349,30 +364,49 @@ public final class SimulatorService: Sendable {
         return bytes
     }
 
-    private func pieces(_ sub: Int, payload: [UInt8]) -> [ByteBuffer] {
+    /// A compact JWS of `payload` for `sub`: signed by the main or rogue chain, or truncated.
+    private func jws(_ sub: Int, payload: [UInt8]) -> String {
         do {
             switch fault(sub) {
-            case .rogueChain:
-                return [rogueHeader, ByteBuffer(string: try identity.rogueChain.signTail(payload: payload))]
+            case .rogueChain: return try identity.rogueChain.sign(payload: payload)
             case .truncatedJWS:
                 let full = try identity.chain.sign(payload: payload)
-                return [ByteBuffer(string: String(full.prefix(full.count * 2 / 3)))]
-            default:
-                return [header, ByteBuffer(string: try identity.chain.signTail(payload: payload))]
+                return String(full.prefix(full.count * 2 / 3))
+            default: return try identity.chain.sign(payload: payload)
             }
         } catch {
-            return [ByteBuffer(string: "signing-failed")]
+            return "signing-failed"
         }
     }
 
+    private func compactItem(
+        _ sub: Int, at now: Int64, status: Int32, renewal: JWSRenewalInfoDecodedPayload, transaction: JWSTransactionDecodedPayload
+    ) -> SignedCache.Item {
+        let r = payloadBytes(sub, renewal: renewal)
+        let t = payloadBytes(sub, transaction: transaction)
+        let f = fault(sub)
+        if f == .truncatedJWS {
+            let rs = Array(jws(sub, payload: r).utf8), ts = Array(jws(sub, payload: t).utf8)
+            return SignedCache.Item(
+                at: now, status: status, chain: .literal, renewalLength: UInt16(rs.count), transactionLength: UInt16(ts.count),
+                data: rs + ts)
+        }
+        let chain = f == .rogueChain ? identity.rogueChain : identity.chain
+        var data = r + t
+        data.reserveCapacity(r.count + t.count + 128)
+        data += (try? chain.signature(payload: r)) ?? [UInt8](repeating: 0, count: 64)
+        data += (try? chain.signature(payload: t)) ?? [UInt8](repeating: 0, count: 64)
+        return SignedCache.Item(
+            at: now, status: status, chain: f == .rogueChain ? .rogue : .main, renewalLength: UInt16(r.count),
+            transactionLength: UInt16(t.count), data: data)
+    }
+
     private func signedString(_ sub: Int, transaction p: JWSTransactionDecodedPayload) -> String {
-        var out = ByteBuffer()
-        for var piece in signedPieces(sub, transaction: p) { out.writeBuffer(&piece) }
         stats.withLockedValue {
             $0.signatures += 1
             if let f = fault(sub) { $0.faults[f.rawValue, default: 0] += 1 }
         }
-        return out.readString(length: out.readableBytes) ?? ""
+        return jws(sub, payload: payloadBytes(sub, transaction: p))
     }
 
     private func historyItems(_ i: Int, now: Int64) -> [HistoryQuery.Item] {
