@@ -113,8 +113,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Comma-separated fault kinds to use: rogue_chain,truncated_jws,unknown_values,foreign_bundle.")
     var faultKinds = PayloadFault.allCases.map(\.rawValue).joined(separator: ",")
 
-    @Option(help: "Subscribers whose signed status is cached (about 2 KB each).")
-    var cacheCapacity = 60_000
+    @Option(help: "Subscribers whose signed status is cached (about 1.3 KB each).")
+    var cacheCapacity = 120_000
 
     @Option(help: "Event loop threads (default: one per core).")
     var threads: Int?
@@ -201,7 +201,7 @@ struct Bench: AsyncParsableCommand {
     var workingSet: Int?
 
     @Option(help: "Subscribers whose signed status is cached.")
-    var cacheCapacity = 60_000
+    var cacheCapacity = 120_000
 
     @Option(help: "Server event loop threads (default: one per core).")
     var threads: Int?

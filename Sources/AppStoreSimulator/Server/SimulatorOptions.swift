@@ -34,8 +34,8 @@ public struct SimulatorOptions: Sendable {
     /// Share of subscribers whose payloads carry one of ``faultKinds`` (chosen per subscriber).
     public var faultRate = 0.0
     public var faultKinds: [PayloadFault] = PayloadFault.allCases
-    /// How many subscribers' signed status items are cached (each about 2 KB).
-    public var cacheCapacity = 60_000
+    /// How many subscribers' signed status items are cached (about 1.3 KB each).
+    public var cacheCapacity = 120_000
     /// How long a "timeout" holds the connection before closing it.
     public var timeoutHoldMs = 120_000
 
