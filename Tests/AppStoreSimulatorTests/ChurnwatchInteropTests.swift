@@ -85,4 +85,23 @@ import X509
         #expect(env == .sandbox)
         #expect(outcome.value?.environment == .sandbox)
     }
+
+    @Test func churnwatchsClientFollows21007ForSandboxReceipts() async throws {
+        let sim = try await SimHarness.start(subscribers: 1500) {
+            $0.sandboxShare = 0.3
+            $0.receiptShare = 0.3
+        }
+        defer { Task { try? await sim.stop() } }
+        let pop = sim.population
+        let client = AppStoreServerAPIClient(configuration: try configuration(sim))
+        let prod = try #require((0..<pop.count).first { !pop.isSandbox($0) && pop.receiptData($0) != nil })
+        let sandbox = try #require((0..<pop.count).first { pop.isSandbox($0) && pop.receiptData($0) != nil })
+        let p = try #require(await client.verifyReceipt(pop.receiptData(prod)!).value)
+        #expect(p.environment == .production)
+        #expect(p.response.status == 0)
+        let s = try #require(await client.verifyReceipt(pop.receiptData(sandbox)!).value)
+        #expect(s.environment == .sandbox)
+        #expect(s.response.status == 0)
+        #expect(s.response.pendingRenewalInfo?.contains { $0.originalTransactionId == pop.originalTransactionId(sandbox) } == true)
+    }
 }
