@@ -12,6 +12,8 @@ let package = Package(
     platforms: [.macOS(.v14)],
     products: [
         .executable(name: "churnwatch", targets: ["churnwatch"]),
+        .executable(name: "appstore-sim", targets: ["appstore-sim"]),
+        .library(name: "AppStoreSimulator", targets: ["AppStoreSimulator"]),
     ],
     dependencies: [
         // CLI parsing for churnwatch (Apple).
@@ -23,6 +25,8 @@ let package = Package(
         // X.509 parsing and RFC 5280 path validation for Apple's x5c chains (Apple).
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.3.0"),
+        // HTTP server of the App Store simulator only; churnwatch never links it (Apple).
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.80.0"),
     ],
     targets: [
         // libpq, from Debian's libpq-dev.
@@ -86,6 +90,29 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // A local App Store Server API (population, simulated clock, limits, faults, truth).
+        // Shares AppStoreModels with the client and nothing else.
+        .target(
+            name: "AppStoreSimulator",
+            dependencies: [
+                "AppStoreModels",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
+        .executableTarget(
+            name: "appstore-sim",
+            dependencies: [
+                "AppStoreSimulator",
+                "AppStoreModels",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
 
         // Benchmarks of the App Store client (JWS verification); prints key=value lines for ops/bench.
         .executableTarget(
@@ -122,6 +149,19 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ],
             resources: [.copy("Fixtures")]
+        ),
+        // The simulator's tests also check its payloads with churnwatch's own verifier (tests only;
+        // the simulator library never depends on the client).
+        .testTarget(
+            name: "AppStoreSimulatorTests",
+            dependencies: [
+                "AppStoreSimulator",
+                "AppStoreModels",
+                "AppStoreServerAPI",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
+            ]
         ),
         .testTarget(name: "ChurnStoreTests", dependencies: ["ChurnStore", "Postgres"]),
         // Runs the built churnwatch binary as operators do (exit codes, output).

@@ -1,0 +1,47 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+/// The simulated clock: starts at a given moment and moves only when told (`advance`, `set`),
+/// or, with a speed above 0, runs with the wall clock times that speed (then truncated to whole
+/// seconds, so answers within a second share their signatures).
+public final class SimClock: Sendable {
+    private struct State {
+        var base: Int64
+        var wallBase: Int64
+        var speed: Double
+    }
+
+    private let state: NIOLockedValueBox<State>
+
+    public init(start: Int64, speed: Double = 0) {
+        state = NIOLockedValueBox(State(base: start, wallBase: SimClock.wallNow(), speed: speed))
+    }
+
+    static func wallNow() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
+
+    /// Simulated now, ms since 1970.
+    public func now() -> Int64 {
+        state.withLockedValue { s in
+            guard s.speed > 0 else { return s.base }
+            let t = s.base + Int64(Double(SimClock.wallNow() - s.wallBase) * s.speed)
+            return t - t % 1000
+        }
+    }
+
+    /// Moves the clock by `ms` (may be negative).
+    @discardableResult
+    public func advance(by ms: Int64) -> Int64 {
+        let current = now()
+        return set(current + ms)
+    }
+
+    /// Sets the clock to `ms`.
+    @discardableResult
+    public func set(_ ms: Int64) -> Int64 {
+        state.withLockedValue { s in
+            s.base = ms
+            s.wallBase = SimClock.wallNow()
+        }
+        return ms
+    }
+}
