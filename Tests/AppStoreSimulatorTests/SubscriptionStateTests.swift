@@ -145,6 +145,8 @@ import Testing
         #expect(SimTime.format(0) == "1970-01-01T00:00:00Z")
         #expect(SimTime.parse("2026-01-01T00:00:00Z") == 1_767_225_600_000)
         #expect(SimTime.parse("2026-01-01T01:00:00+01:00") == 1_767_225_600_000)
+        #expect(SimTime.parse("2026-01-01T01:00:00 01:00") == 1_767_225_600_000)
+        #expect(SimTime.parse("2025-12-31T23:00:00-01:00") == 1_767_225_600_000)
         #expect(SimTime.parse("2026-01-01T00:00:00.250Z") == 1_767_225_600_250)
         #expect(SimTime.parse("2026-01-01") == 1_767_225_600_000)
         #expect(SimTime.parse("2026-02-30") == nil)

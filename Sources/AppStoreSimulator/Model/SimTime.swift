@@ -122,8 +122,11 @@ public enum SimTime {
         }
         if i == b.count { return ms }
         if expect("Z") { return i == b.count ? ms : nil }
-        guard i < b.count, b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-") else { return nil }
-        let sign: Int64 = b[i] == UInt8(ascii: "+") ? 1 : -1
+        // A "+" left unencoded in a query string arrives as a space.
+        guard i < b.count, b[i] == UInt8(ascii: "+") || b[i] == UInt8(ascii: "-") || b[i] == UInt8(ascii: " ") else {
+            return nil
+        }
+        let sign: Int64 = b[i] == UInt8(ascii: "-") ? -1 : 1
         i += 1
         guard let oh = num(2) else { return nil }
         _ = expect(":")

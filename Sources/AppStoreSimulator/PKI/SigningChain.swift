@@ -18,6 +18,8 @@ public struct SigningChain: Sendable {
     /// base64url of the JWS header `{"alg":"ES256","x5c":[...]}` (keys sorted), shared by every
     /// payload this chain signs.
     public let encodedHeader: String
+    /// SHA-256 state after `encodedHeader + "."`, so a signature hashes only the payload part.
+    private let headerHash: SHA256
 
     static let wwdrIntermediateOID: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 2, 1]
     static let receiptSigningLeafOID: ASN1ObjectIdentifier = [1, 2, 840, 113635, 100, 6, 11, 1]
@@ -34,6 +36,9 @@ public struct SigningChain: Sendable {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         encodedHeader = Base64URL.encode(Array(try encoder.encode(header)))
+        var h = SHA256()
+        h.update(data: Array((encodedHeader + ".").utf8))
+        headerHash = h
     }
 
     /// A new chain with fresh keys. `name` goes into the subjects ("appstore-sim", "rogue").
@@ -114,16 +119,58 @@ public struct SigningChain: Sendable {
 
     /// `base64url(payload) + "." + base64url(signature)`: a JWS without its (shared) header.
     public func signTail(payload: [UInt8]) throws -> String {
-        let encodedPayload = Base64URL.encode(payload)
-        let input = encodedHeader + "." + encodedPayload
-        let signature = try leafKey.signature(for: Array(input.utf8))
-        return encodedPayload + "." + Base64URL.encode(signature.rawRepresentation)
+        var tail = SigningChain.base64URL(payload)
+        let signature = try sign(encodedPayload: tail)
+        tail.append(UInt8(ascii: "."))
+        tail += SigningChain.base64URL(signature)
+        return String(decoding: tail, as: UTF8.self)
+    }
+
+    /// The raw signature over `encodedHeader + "." + encodedPayload`.
+    private func sign(encodedPayload: [UInt8]) throws -> [UInt8] {
+        var h = headerHash
+        h.update(data: encodedPayload)
+        return Array(try leafKey.signature(for: h.finalize()).rawRepresentation)
+    }
+
+    private static let alphabet: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+
+    /// Unpadded base64url (a specialized copy of `Base64URL.encode`: this is the hot path of signing).
+    static func base64URL(_ bytes: [UInt8]) -> [UInt8] {
+        let n = bytes.count
+        let count = (n / 3) * 4 + [0, 2, 3][n % 3]
+        return [UInt8](unsafeUninitializedCapacity: count) { out, initialized in
+            alphabet.withUnsafeBufferPointer { a in
+                bytes.withUnsafeBufferPointer { b in
+                    var i = 0, o = 0
+                    while i + 3 <= n {
+                        let v = UInt32(b[i]) << 16 | UInt32(b[i + 1]) << 8 | UInt32(b[i + 2])
+                        out[o] = a[Int(v >> 18)]
+                        out[o + 1] = a[Int(v >> 12 & 63)]
+                        out[o + 2] = a[Int(v >> 6 & 63)]
+                        out[o + 3] = a[Int(v & 63)]
+                        i += 3
+                        o += 4
+                    }
+                    if n - i == 1 {
+                        let v = UInt32(b[i]) << 16
+                        out[o] = a[Int(v >> 18)]
+                        out[o + 1] = a[Int(v >> 12 & 63)]
+                    } else if n - i == 2 {
+                        let v = UInt32(b[i]) << 16 | UInt32(b[i + 1]) << 8
+                        out[o] = a[Int(v >> 18)]
+                        out[o + 1] = a[Int(v >> 12 & 63)]
+                        out[o + 2] = a[Int(v >> 6 & 63)]
+                    }
+                }
+            }
+            initialized = count
+        }
     }
 
     /// The raw ES256 signature (`R||S`, 64 bytes) of the JWS of `payload` under this chain's header.
     public func signature(payload: [UInt8]) throws -> [UInt8] {
-        let input = encodedHeader + "." + Base64URL.encode(payload)
-        return Array(try leafKey.signature(for: Array(input.utf8)).rawRepresentation)
+        try sign(encodedPayload: SigningChain.base64URL(payload))
     }
 
     /// A compact JWS of `payload`.
@@ -136,10 +183,15 @@ public struct SigningChain: Sendable {
         try sign(payload: SigningChain.encode(payload))
     }
 
-    static func encode(_ value: some Encodable) throws -> [UInt8] {
+    /// One encoder for every payload (JSONEncoder is thread-safe once configured).
+    private static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return Array(try encoder.encode(value))
+        return encoder
+    }()
+
+    static func encode(_ value: some Encodable) throws -> [UInt8] {
+        Array(try encoder.encode(value))
     }
 
     // MARK: Files
