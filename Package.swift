@@ -165,7 +165,8 @@ let package = Package(
         ),
         .testTarget(name: "ChurnStoreTests", dependencies: ["ChurnStore", "Postgres"]),
         // Runs the built churnwatch binary as operators do (exit codes, output).
-        .testTarget(name: "ChurnwatchCLITests", dependencies: ["churnwatch", "Postgres"]),
+        // Runs the built churnwatch and appstore-sim binaries as operators do.
+        .testTarget(name: "ChurnwatchCLITests", dependencies: ["churnwatch", "appstore-sim", "Postgres"]),
     ],
     swiftLanguageModes: [.v6]
 )

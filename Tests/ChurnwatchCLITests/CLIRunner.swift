@@ -83,3 +83,68 @@ struct CLITestError: Error, CustomStringConvertible {
     var description: String
     init(_ d: String) { description = d }
 }
+
+/// A churnwatch process started in the background.
+final class RunningCLI: @unchecked Sendable {
+    let process: Process
+    private let out = Pipe()
+    private let err = Pipe()
+    private let lock = NSLock()
+    private var stdoutData = Data()
+    private var stderrData = Data()
+    private let stderrSignal = DispatchSemaphore(value: 0)
+
+    init(_ arguments: [String], environment: [String: String]) throws {
+        process = Process()
+        process.executableURL = CLIRunner.binary
+        process.arguments = arguments
+        var env = ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+                   "CHURNWATCH_MIGRATIONS_DIR": CLIRunner.migrationsDirectory]
+        env.merge(environment) { _, new in new }
+        process.environment = env
+        process.standardOutput = out
+        process.standardError = err
+        out.fileHandleForReading.readabilityHandler = { [weak self] h in
+            let d = h.availableData
+            guard let self, !d.isEmpty else { return }
+            self.lock.withLock { self.stdoutData.append(d) }
+        }
+        err.fileHandleForReading.readabilityHandler = { [weak self] h in
+            let d = h.availableData
+            guard let self, !d.isEmpty else { return }
+            self.lock.withLock { self.stderrData.append(d) }
+            self.stderrSignal.signal()
+        }
+        try process.run()
+    }
+
+    var stderr: String { lock.withLock { String(decoding: stderrData, as: UTF8.self) } }
+    var stdout: String { lock.withLock { String(decoding: stdoutData, as: UTF8.self) } }
+
+    /// Waits (at most `timeout`) until stderr contains `text`; false if it never did.
+    func waitForStderr(containing text: String, timeout: TimeInterval) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if stderr.contains(text) { return true }
+            if !process.isRunning { return stderr.contains(text) }
+            _ = stderrSignal.wait(timeout: .now() + 0.2)
+        }
+        return stderr.contains(text)
+    }
+
+    func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
+
+    /// Waits for the exit and returns what it printed.
+    func wait() -> CLIRunner.Result {
+        process.waitUntilExit()
+        out.fileHandleForReading.readabilityHandler = nil
+        err.fileHandleForReading.readabilityHandler = nil
+        let restOut = out.fileHandleForReading.readDataToEndOfFile()
+        let restErr = err.fileHandleForReading.readDataToEndOfFile()
+        lock.withLock {
+            stdoutData.append(restOut)
+            stderrData.append(restErr)
+        }
+        return CLIRunner.Result(status: process.terminationStatus, stdout: stdout, stderr: stderr)
+    }
+}
