@@ -16,6 +16,9 @@ struct Churnwatch: AsyncParsableCommand {
             ImportCommand.self,
             PlanCommand.self,
             RunCommand.self,
+            StatusCommand.self,
+            SegmentsCommand.self,
+            WinbackCommand.self,
             InspectCommand.self,
         ]
     )

@@ -1,0 +1,82 @@
+import ArgumentParser
+import ChurnStore
+import Foundation
+import Postgres
+
+struct SegmentsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "segments",
+        abstract: "Show segment sizes now and their change since the previous recorded day.",
+        discussion: """
+            Sizes come from churnwatch.subscription_segments; every segment is listed, in the order of the contract, \
+            zeros included. The change is against the latest day in churnwatch.segment_daily before today (UTC), or \
+            before --day. --csv prints segment,subscriptions,change (with --by-product: \
+            segment,product_id,subscriptions,change); change is empty when there is no earlier day.
+
+            Exit codes: 0; 78 a bad value; 69 database unreachable.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Flag(name: .customLong("csv"), help: "Print CSV with a header instead of a table.")
+    var csv = false
+
+    @Flag(name: .customLong("by-product"), help: "One row per segment and product.")
+    var byProduct = false
+
+    @Option(name: .customLong("day"), help: ArgumentHelp("Compare with the latest day before this one (YYYY-MM-DD or ISO 8601; default: today, UTC).", valueName: "day"))
+    var day: String?
+
+    func run() async throws {
+        global.bootstrapLogging()
+        try await reportingErrors {
+            let day = try TimeArgument.parse(self.day, flag: "--day") ?? Date()
+            let store = ChurnStore(pool: PostgresPool(connectionString: try global.resolvedDatabaseURL(), size: 1))
+            try await store.schemaCheck()
+            let sizes = try await store.segmentSizes(comparedBefore: day, byProduct: byProduct)
+            print((csv ? Self.csv(sizes, byProduct: byProduct) : Self.table(sizes, byProduct: byProduct)).joined(separator: "\n"))
+        }
+    }
+
+    static func csv(_ sizes: SegmentSizes, byProduct: Bool) -> [String] {
+        var out = [byProduct ? "segment,product_id,subscriptions,change" : "segment,subscriptions,change"]
+        for row in sizes.rows {
+            var fields = [csvField(row.segment)]
+            if byProduct { fields.append(csvField(row.productId ?? "")) }
+            fields.append(String(row.subscriptions))
+            fields.append(row.change.map(String.init) ?? "")
+            out.append(fields.joined(separator: ","))
+        }
+        return out
+    }
+
+    /// RFC 4180: quoted when it holds a comma, quote or line break; quotes doubled.
+    static func csvField(_ text: String) -> String {
+        guard text.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return text }
+        return "\"" + text.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
+    static func table(_ sizes: SegmentSizes, byProduct: Bool) -> [String] {
+        func change(_ n: Int?) -> String {
+            guard let n else { return "n/a" }
+            return n > 0 ? "+\(n)" : String(n)
+        }
+        let labels = sizes.rows.map { byProduct ? "\($0.segment) \($0.productId ?? "(none)")" : $0.segment }
+        let width = max(28, (labels.map(\.count).max() ?? 0) + 2)
+        func line(_ label: String, _ n: String, _ c: String) -> String {
+            label.padding(toLength: width, withPad: " ", startingAt: 0) + n.leftPad(13) + c.leftPad(9)
+        }
+        var out = [line(byProduct ? "segment product" : "segment", "subscriptions", "change")]
+        for (label, row) in zip(labels, sizes.rows) {
+            out.append(line(label, String(row.subscriptions), change(row.change)))
+        }
+        out.append(line("total", String(sizes.total), change(sizes.previousTotal.map { sizes.total - $0 })))
+        if let baseline = sizes.baselineDay {
+            out.append("change since \(baseline)")
+        } else {
+            out.append("no earlier day in segment_daily to compare with")
+        }
+        return out
+    }
+}
