@@ -173,6 +173,10 @@ public final class RunEngine: Sendable {
             }
             var finishedWorkers = 0
             while finishedWorkers < workers, let _ = try await group.next() {
+                if state.graceOver && !state.workersAreDone {
+                    // The watchdog returned: in-flight work had its grace period.
+                    group.cancelAll()
+                }
                 finishedWorkers += 1
             }
             state.workersDone()
@@ -183,37 +187,71 @@ public final class RunEngine: Sendable {
         return .drained
     }
 
+    /// One worker: keeps up to `batch` polls in flight, claims more as they finish, and
+    /// commits finished ones together. There is no barrier per batch, so one slow answer (a
+    /// Sandbox budget of 5/s, a retry) holds up only its own slot.
     private func workerLoop(run: RunRecord, batch: Int, progress: (@Sendable (RunProgressReport) -> Void)?) async throws {
-        while !state.shouldStopClaiming() {
-            let items = try await store.runItemsClaim(runId: run.id, worker: options.workerName, limit: batch, lease: options.lease)
-            if items.isEmpty {
-                let p = try await store.runProgress(run.id)
-                if p.finished { return }
-                // Others hold the rest under lease; look again shortly (their leases may expire).
-                try await Task.sleep(nanoseconds: 500_000_000)
-                continue
+        let worker = options.workerName
+        try await withThrowingTaskGroup(of: SubscriptionPoller.Result.self) { group in
+            var inFlight: Set<String> = []
+            var finished: [SubscriptionPoller.Result] = []
+            var lastCommit = Date()
+            var othersHoldTheRest = false
+
+            func commit() async throws {
+                guard !finished.isEmpty else { return }
+                // Poll times are on the run's clock: its as-of time plus the time worked, so a
+                // simulated night (--as-of) records the same times a real one would.
+                let detectedAt = run.asOf.addingTimeInterval(Date().timeIntervalSince(state.stats.startedAt))
+                let started = Date()
+                let counts = try await store.pollResultsCommit(runId: run.id, worker: worker, asOf: run.asOf,
+                                                             detectedAt: detectedAt, finished.map(\.write))
+                logger.trace("committed", metadata: ["items": "\(finished.count)", "commit_ms": "\(Int(Date().timeIntervalSince(started) * 1000))"])
+                let report = state.record(finished, counts)
+                finished.removeAll(keepingCapacity: true)
+                lastCommit = Date()
+                try await store.runWorkerHeartbeat(runId: run.id, worker: worker, stats: try PostgresJSON(encoding: state.stats))
+                progress?(report)
             }
-            let results = await withTaskGroup(of: SubscriptionPoller.Result.self) { group in
-                for item in items {
-                    group.addTask { await self.poller.poll(item, asOf: run.asOf) }
+
+            while true {
+                if Task.isCancelled || state.graceOver {
+                    // Out of time: what finished is committed, what did not goes back to pending.
+                    group.cancelAll()
+                    try await commit()
+                    try await store.runItemsRelease(runId: run.id, worker: worker, ids: Array(inFlight))
+                    return
                 }
-                var out: [SubscriptionPoller.Result] = []
-                out.reserveCapacity(items.count)
-                for await r in group { out.append(r) }
-                return out
+                if inFlight.count <= batch / 2, !state.shouldStopClaiming() {
+                    let items = try await store.runItemsClaim(runId: run.id, worker: worker, limit: batch - inFlight.count, lease: options.lease)
+                    for item in items {
+                        inFlight.insert(item.originalTransactionId)
+                        group.addTask { await self.poller.poll(item, asOf: run.asOf) }
+                    }
+                    othersHoldTheRest = false
+                    if items.isEmpty && inFlight.isEmpty {
+                        try await commit()
+                        if try await store.runProgress(run.id).finished { return }
+                        // Others hold the rest under lease; look again shortly (their leases may expire).
+                        othersHoldTheRest = true
+                    }
+                }
+                if inFlight.isEmpty {
+                    try await commit()
+                    if state.shouldStopClaiming() { return }
+                    if othersHoldTheRest { try await Task.sleep(nanoseconds: 500_000_000) }
+                    continue
+                }
+                guard let result = try await group.next() else { continue }
+                if Task.isCancelled || state.graceOver {
+                    continue // its poll may have been cut short: the item is released above
+                }
+                inFlight.remove(result.write.item.originalTransactionId)
+                finished.append(result)
+                if finished.count >= batch || inFlight.isEmpty || Date().timeIntervalSince(lastCommit) > 0.25 {
+                    try await commit()
+                }
             }
-            if state.graceOver {
-                try await store.runItemsRelease(runId: run.id, worker: options.workerName, ids: items.map(\.originalTransactionId))
-                return
-            }
-            // Poll times are on the run's clock: its as-of time plus the time worked, so a
-            // simulated night (--as-of) records the same times a real one would.
-            let detectedAt = run.asOf.addingTimeInterval(Date().timeIntervalSince(state.stats.startedAt))
-            let counts = try await store.pollResultsCommit(runId: run.id, worker: options.workerName, asOf: run.asOf,
-                                                         detectedAt: detectedAt, results.map(\.write))
-            let report = state.record(results, counts)
-            try await store.runWorkerHeartbeat(runId: run.id, worker: options.workerName, stats: try PostgresJSON(encoding: state.stats))
-            progress?(report)
         }
     }
 }
@@ -287,6 +325,7 @@ final class LockedState: @unchecked Sendable {
     }
 
     func markGraceOver() { lock.withLock { _graceOver = true } }
+    var workersAreDone: Bool { lock.withLock { done } }
 
     func shouldStopClaiming() -> Bool {
         var expired = false
