@@ -47,6 +47,7 @@ final class ProgressReporter: @unchecked Sendable {
         /// The run's counts at the last read, and this process's own at that moment.
         var run: RunProgress?
         var mineAtRead = (polled: 0, failed: 0)
+        /// The first and the latest read of the run's finished items (for the run's own pace).
         var reads: [(at: Date, finished: Int)] = []
         var reading = false
         var samples: [Sample] = []
@@ -79,8 +80,8 @@ final class ProgressReporter: @unchecked Sendable {
     /// The engine's callback after every committed batch.
     func record(_ report: RunProgressReport) {
         let now = Date()
-        let (draw, readNow): (ProgressSnapshot?, Bool) = lock.withLock {
-            guard !state.finished else { return (nil, false) }
+        let readNow: Bool = lock.withLock {
+            guard !state.finished else { return false }
             state.latest = report
             if state.firstBatchAt == nil { state.firstBatchAt = now }
             state.lastBatchAt = now
@@ -88,24 +89,24 @@ final class ProgressReporter: @unchecked Sendable {
             Self.trim(&state.samples, now: now)
             let readNow = state.run == nil && !state.reading
             if readNow { state.reading = true }
-            guard mode == .terminal, now.timeIntervalSince(state.lastDraw ?? .distantPast) >= 0.2 else { return (nil, readNow) }
-            state.lastDraw = now
-            return (snapshotLocked(now: now), readNow)
+            if mode == .terminal, now.timeIntervalSince(state.lastDraw ?? .distantPast) >= 0.2 {
+                state.lastDraw = now
+                showLocked(snapshotLocked(now: now))
+            }
+            return readNow
         }
-        if let draw { show(draw) }
         if readNow { Task { await self.readRun(report.runId) } }
     }
 
     /// Stops the clock; on a terminal, leaves the last line in place and moves to the next.
+    /// Nothing is drawn or logged as progress after it.
     func finish() {
         ticker?.cancel()
-        let last: ProgressSnapshot? = lock.withLock {
+        lock.withLock {
+            guard !state.finished else { return }
             state.finished = true
-            guard mode == .terminal, state.latest != nil else { return nil }
-            return snapshotLocked(now: Date())
-        }
-        if let last {
-            show(last)
+            guard mode == .terminal, state.latest != nil else { return }
+            showLocked(snapshotLocked(now: Date()))
             FileHandle.standardError.write(Data("\n".utf8))
         }
     }
@@ -147,28 +148,31 @@ final class ProgressReporter: @unchecked Sendable {
             return (latest.runId, due)
         }
         if let runId, due { await readRun(runId) }
-        let snapshot: ProgressSnapshot? = lock.withLock {
-            guard state.latest != nil, !state.finished else { return nil }
-            if mode == .terminal { state.lastDraw = Date() }
-            return snapshotLocked(now: Date())
-        }
-        guard let snapshot else { return }
-        switch mode {
-        case .terminal: show(snapshot)
-        case .log: logger.info("progress", metadata: snapshot.metadata)
+        // Drawn and logged under the lock, so nothing comes after `finish()`.
+        lock.withLock {
+            guard state.latest != nil, !state.finished else { return }
+            let snapshot = snapshotLocked(now: Date())
+            switch mode {
+            case .terminal:
+                state.lastDraw = Date()
+                showLocked(snapshot)
+            case .log:
+                logger.info("progress", metadata: snapshot.metadata)
+            }
         }
     }
 
     /// Reads the run's counts (all workers); a failed read keeps the last figures.
     private func readRun(_ runId: Int64) async {
-        let mine: (Int, Int) = lock.withLock { (state.latest?.polled ?? 0, state.latest?.failed ?? 0) }
         let progress = try? await store.runProgress(runId)
         lock.withLock {
             state.reading = false
             guard let progress else { return }
             state.run = progress
-            state.mineAtRead = mine
-            state.reads.append((Date(), progress.done + progress.failed))
+            // Taken after the read: a batch committed meanwhile is counted at the next read, not twice.
+            state.mineAtRead = (state.latest?.polled ?? 0, state.latest?.failed ?? 0)
+            let read = (at: Date(), finished: progress.done + progress.failed)
+            if state.reads.count < 2 { state.reads.append(read) } else { state.reads[1] = read }
         }
     }
 
@@ -187,9 +191,9 @@ final class ProgressReporter: @unchecked Sendable {
         var s = ProgressSnapshot(runId: latest.runId, done: latest.polled, failed: latest.failed, total: latest.due,
                                  elapsed: now.timeIntervalSince(started))
         if let run = state.run {
-            s.done = run.done + max(0, latest.polled - state.mineAtRead.polled)
-            s.failed = run.failed + max(0, latest.failed - state.mineAtRead.failed)
-            s.total = max(run.total, s.done + s.failed)
+            s.total = run.total
+            s.failed = min(run.total, run.failed + max(0, latest.failed - state.mineAtRead.failed))
+            s.done = min(run.total - s.failed, run.done + max(0, latest.polled - state.mineAtRead.polled))
         }
         s.total = max(s.total, s.done + s.failed)
         s.calls = latest.calls
@@ -221,7 +225,8 @@ final class ProgressReporter: @unchecked Sendable {
 
     // MARK: Output
 
-    private func show(_ snapshot: ProgressSnapshot) {
+    /// Redraws the line (the caller holds the lock, so draws never interleave).
+    private func showLocked(_ snapshot: ProgressSnapshot) {
         let line = snapshot.line(width: Self.terminalWidth())
         FileHandle.standardError.write(Data(("\r" + line + "\u{1B}[K").utf8))
     }
