@@ -45,7 +45,7 @@ struct RunCommand: AsyncParsableCommand {
     @Option(name: .customLong("metrics-file"), help: ArgumentHelp("Write Prometheus metrics here at the end (atomically), for node_exporter's textfile collector.", valueName: "path"))
     var metricsFile: String?
 
-    @Option(name: .customLong("progress-interval"), help: ArgumentHelp("Without a terminal (or with --log-format json), log progress this often (default 10s).", valueName: "duration"))
+    @Option(name: .customLong("progress-interval"), help: ArgumentHelp("Without a terminal (or with --log-format json), log progress this often.", valueName: "duration"))
     var progressInterval = "10s"
 
     func run() async throws {
