@@ -53,12 +53,13 @@ import Testing
 
         var hang = SimulatorOptions()
         hang.timeoutRate = 1
-        hang.timeoutHoldMs = 10_000
+        hang.timeoutHoldMs = 30_000
         let b = try await SimHarness.start(subscribers: 50, options: hang)
         defer { Task { try? await b.stop() } }
         let started = Date()
         await #expect(throws: (any Error).self) { try await b.get(path, timeout: 1) }
-        #expect(Date().timeIntervalSince(started) < 9)
+        // The client gave up long before the 30 s hold ended (loose bound: loaded CI machines).
+        #expect(Date().timeIntervalSince(started) < 20)
         let stats = try #require(try await b.get("/_sim/stats", token: "").json as? [String: Any])
         #expect((stats["faults"] as? [String: Int])?["timeout"] == 1)
     }
