@@ -99,6 +99,10 @@ struct RunCommand: AsyncParsableCommand {
             throw CLIError.resumable("resumable: run \(runId) (Apple unavailable: \(detail))")
         case .unauthorized(let runId):
             throw CLIError.configuration("Apple rejected the API key: check issuer id, key id and key (run \(runId) is resumable)")
+        case .databaseUnavailable(let runId, let detail):
+            throw CLIError.resumable("resumable: run \(runId) (PostgreSQL unavailable: \(detail))")
+        case .nothingToResume, .otherBackfillUnfinished:
+            break // backfill only
         }
     }
 }
