@@ -17,6 +17,8 @@ struct RunCommand: AsyncParsableCommand {
             An unfinished earlier run (crash, SIGTERM, time budget, Apple outage) is resumed, not restarted.
             SIGTERM or SIGINT stops claiming, finishes in-flight work, commits and exits 75 ("resumable: run N");
             a second signal exits at once.
+            PostgreSQL going away mid-run: claims and commits are retried for up to 2 minutes, then exit 75.
+            --join works the nightly run only (a backfill is joined with `backfill --join`). See docs/robustness.md.
             """
     )
 
