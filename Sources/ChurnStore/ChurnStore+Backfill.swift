@@ -58,7 +58,7 @@ public struct BackfillCohort: Sendable, Equatable {
     public var record: Record {
         Record(products: productIds.isEmpty ? nil : productIds.sorted(), group: groupId,
                purchasedFrom: purchasedFrom.map { $0.ISO8601Format() }, purchasedBefore: purchasedBefore.map { $0.ISO8601Format() },
-               idsCount: ids?.count, idsDigest: ids.map(Self.digest), segments: segments.isEmpty ? nil : segments.map(\.rawValue).sorted(),
+               idsCount: ids.map { Set($0).count }, idsDigest: ids.map(Self.digest), segments: segments.isEmpty ? nil : segments.map(\.rawValue).sorted(),
                environment: environment, all: all ? true : nil)
     }
 
