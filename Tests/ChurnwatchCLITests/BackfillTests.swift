@@ -72,31 +72,35 @@ struct BackfillTests {
         #expect(try await Harness.night(Self.start, sim: world.sim, env: world.env, extra: Self.fast).status == 0)
         let when = Self.start.addingTimeInterval(3 * Self.day)
         try world.sim.setClock(Self.iso(when))
-        let args = ["backfill", "--all", "--as-of", Self.iso(when), "--log-format", "json", "--concurrency", "4", "--batch-size", "2"] + Self.fast
-        func finished() throws -> Int {
-            try db.query("SELECT count(*) FROM churnwatch.run_items WHERE run_id = 2 AND status IN ('done', 'failed')")[0].decode(Int.self, at: 0)
+        // One item at a time (about 20 s for the cohort), so it is still at work for what follows.
+        let args = ["backfill", "--all", "--as-of", Self.iso(when), "--log-format", "json", "--concurrency", "1", "--batch-size", "1"] + Self.fast
+        let env = world.env
+        let nightlyArgs = ["run", "--as-of", Self.iso(when), "--log-format", "json"] + Self.fast
+        // All on one thread, so nothing waits for a cooperative thread while the backfill works.
+        let (planned, second, nightly, ended) = try await Harness.thread { () throws -> (Bool, CLIRunner.Result, CLIRunner.Result, Harness.Ended) in
+            let first = try RunningCLI(args, environment: env)
+            let planned = first.waitForStderr(containing: "planned backfill", timeout: 60)
+            let second = try CLIRunner.run(args, environment: env)
+            // A nightly run is not blocked by a backfill (separate locks).
+            let nightly = try CLIRunner.run(nightlyArgs, environment: env)
+            _ = try Harness.waitUntil(timeout: 60) { try Harness.finished(db, run: 2) >= 20 || !first.process.isRunning }
+            let ended = Harness.signalAndWait(first, SIGKILL)
+            _ = try Harness.waitForNoAdvisoryLocks(world.db)
+            return (planned, second, nightly, ended)
         }
-
-        let first = try RunningCLI(args, environment: world.env)
-        #expect(try await Harness.stderr(first, contains: "planned backfill"), "\(first.stderr.suffix(300))")
-        let second = try await Harness.cli(args, world.env)
+        #expect(planned, "\(ended.result.stderr.suffix(300))")
         #expect(second.status == 0)
         #expect(second.stdout.contains("another backfill is in progress: run 2"), "\(second.stdout) \(second.stderr.suffix(200))")
-        // A nightly run is not blocked by a backfill (separate locks).
-        let nightly = try await Harness.cli(["run", "--as-of", Self.iso(when), "--log-format", "json"] + Self.fast, world.env)
         #expect(nightly.status == 0 && nightly.stdout.contains("run 3 done:"), "\(nightly.stdout) \(nightly.stderr.suffix(300))")
-
-        #expect(try await Harness.waitUntil(timeout: 60) { try finished() >= 40 || !first.process.isRunning })
-        first.signal(SIGKILL)
-        _ = try await Harness.exit(first)
-        #expect(first.process.terminationReason == .uncaughtSignal, "the backfill ended before the kill")
-        #expect(try await Harness.waitForNoAdvisoryLocks(world.db))
+        #expect(ended.bySignal, "the backfill ended before the kill: \(ended.result.stderr.suffix(300))")
 
         let other = try await Harness.cli(["backfill", "--segment", "active", "--log-format", "json"] + Self.fast, world.env)
         #expect(other.status == 75, "\(other.stdout) \(other.stderr)")
         #expect(other.stderr.contains("backfill run 2 (all) is unfinished"), "\(other.stderr)")
 
-        let resumed = try await Harness.cli(args, world.env)
+        // The same cohort resumes (at any concurrency).
+        let fasterArgs = ["backfill", "--all", "--as-of", Self.iso(when), "--log-format", "json", "--concurrency", "16", "--batch-size", "4"] + Self.fast
+        let resumed = try await Harness.cli(fasterArgs, world.env)
         #expect(resumed.status == 0, "\(resumed.stderr.suffix(500))")
         #expect(resumed.stderr.contains("resuming run"), "\(resumed.stderr.suffix(300))")
         #expect(resumed.stdout.contains("run 2 done: 300 due, 300 polled, 0 failed"), "\(resumed.stdout)")
@@ -116,11 +120,15 @@ struct BackfillTests {
         try world.sim.setClock(Self.iso(Self.start))
         let db = try world.connect()
         let rates = ["--status-rate", "\(rate)", "--history-rate", "\(rate)"]
-        let backfill = try RunningCLI(["backfill", "--all", "--as-of", Self.iso(Self.start), "--log-format", "json", "--concurrency", "8", "--batch-size", "4"] + rates,
-                                      environment: world.env)
-        #expect(try await Harness.stderr(backfill, contains: "planned backfill"))
-        let nightly = try RunningCLI(["run", "--as-of", Self.iso(Self.start), "--log-format", "json", "--concurrency", "8", "--batch-size", "4"] + rates,
-                                     environment: world.env)
+        let env = world.env
+        let (backfill, nightly) = try await Harness.thread { () throws -> (RunningCLI, RunningCLI) in
+            let backfill = try RunningCLI(["backfill", "--all", "--as-of", Self.iso(Self.start), "--log-format", "json", "--concurrency", "8", "--batch-size", "4"] + rates,
+                                          environment: env)
+            _ = backfill.waitForStderr(containing: "planned backfill", timeout: 60)
+            let nightly = try RunningCLI(["run", "--as-of", Self.iso(Self.start), "--log-format", "json", "--concurrency", "8", "--batch-size", "4"] + rates,
+                                         environment: env)
+            return (backfill, nightly)
+        }
         let nightlyResult = try await Harness.exit(nightly)
         let backfillResult = try await Harness.exit(backfill)
         // The night polls what the backfill had not reached when it was planned (new subscriptions).

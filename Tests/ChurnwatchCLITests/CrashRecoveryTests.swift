@@ -32,38 +32,38 @@ struct CrashRecoveryTests {
         let due = try PostgresConnection(connectionString: reference.db.connectionURL)
             .query("SELECT due FROM churnwatch.runs WHERE id = 2")[0].decode(Int.self, at: 0)
         #expect(due > 300, "the night should poll nearly everyone (\(due))")
-        func finished() throws -> Int {
-            try db.query("SELECT count(*) FROM churnwatch.run_items WHERE run_id = 2 AND status IN ('done', 'failed')")[0].decode(Int.self, at: 0)
-        }
         var seed = UInt64(Date().timeIntervalSince1970 * 1000)
         print("kill -9 moments: random seed \(seed)")
         var moments: [String] = []
         let args = ["run", "--as-of", Self.iso(night), "--log-format", "json", "--concurrency", "8", "--batch-size", "4"] + nightArgs
+        let env = killed.env
         for kill in 0..<20 {
-            let before = try finished()
-            let process = try RunningCLI(args, environment: killed.env)
+            let (dice, random) = (Harness.next(&seed) % 10, Harness.next(&seed))
             // A random moment: at once (before or while planning), right after planning or
-            // resuming, or after some more committed items (spread over what is left).
-            let dice = Int(Harness.next(&seed) % 10)
-            if dice == 0 {
-                moments.append("at once")
-            } else if dice == 1 {
-                let line = kill == 0 ? "planned run" : "resuming run"
-                #expect(try await Harness.stderr(process, contains: line), "kill \(kill): \(process.stderr.suffix(300))")
-                moments.append("after \(kill == 0 ? "planning" : "resuming")")
-            } else {
-                let spread = max(1, (due - before) / max(1, 21 - kill))
-                let target = before + 1 + Int(Harness.next(&seed) % UInt64(spread))
-                let reached = try await Harness.waitUntil(timeout: 60) { try finished() >= target || !process.process.isRunning }
-                #expect(reached, "kill \(kill): \(target) items never finished")
-                moments.append("after \(target) items")
+            // resuming, or after some more committed items (spread over what is left). The
+            // wait and the kill happen on one thread: nothing delays the kill.
+            let (moment, reached, ended) = try await Harness.thread { () throws -> (String, Bool, Harness.Ended) in
+                let before = try Harness.finished(db, run: 2)
+                let process = try RunningCLI(args, environment: env)
+                var moment = "at once"
+                var reached = true
+                if dice == 1 {
+                    moment = kill == 0 ? "after planning" : "after resuming"
+                    reached = process.waitForStderr(containing: kill == 0 ? "planned run" : "resuming run", timeout: 60)
+                } else if dice > 1 {
+                    let spread = max(1, (due - before) / max(1, 21 - kill))
+                    let target = before + 1 + Int(random % UInt64(spread))
+                    moment = "after \(target) items"
+                    reached = try Harness.waitUntil(timeout: 60) { try Harness.finished(db, run: 2) >= target || !process.process.isRunning }
+                }
+                let ended = Harness.signalAndWait(process, SIGKILL)
+                // The next cron firing comes once the dead process's backends are gone.
+                reached = try Harness.waitForNoAdvisoryLocks(killed.db) && reached
+                return (moment, reached, ended)
             }
-            process.signal(SIGKILL)
-            let result = try await Harness.exit(process)
-            #expect(process.process.terminationReason == .uncaughtSignal,
-                    "kill \(kill) (\(moments.last ?? "")) came too late: the run had ended with \(result.status): \(result.stderr.suffix(300))")
-            // The next cron firing comes once the dead process's backends are gone.
-            #expect(try await Harness.waitForNoAdvisoryLocks(killed.db), "the killed process's locks stayed")
+            moments.append(moment)
+            #expect(reached, "kill \(kill) (\(moment)): never reached, or the locks stayed: \(ended.result.stderr.suffix(300))")
+            #expect(ended.bySignal, "kill \(kill) (\(moment)) came too late: the run had ended with \(ended.result.status): \(ended.result.stderr.suffix(300))")
         }
         print("kill -9 moments: \(moments.joined(separator: ", "))")
         let last = try await Harness.cli(args, killed.env)
@@ -87,66 +87,62 @@ struct CrashRecoveryTests {
         try world.sim.setClock(Self.iso(Self.start))
         let db = try world.connect()
         let args = ["run", "--as-of", Self.iso(Self.start), "--log-format", "json", "--concurrency", "8", "--batch-size", "4"] + Self.fast
-        func items() throws -> [String: Int] {
+        @Sendable func items() throws -> [String: Int] {
             var out: [String: Int] = [:]
             for row in try db.query("SELECT status, count(*) FROM churnwatch.run_items GROUP BY 1") {
                 out[try row.decode(String.self, at: 0)] = try row.decode(Int.self, at: 1)
             }
             return out
         }
-        func runStatus() throws -> String { try db.query("SELECT status FROM churnwatch.runs WHERE id = 1")[0].decode(String.self, at: 0) }
-        func startAndWaitForClaims(_ extra: [String] = []) async throws -> RunningCLI {
-            let p = try RunningCLI(args + extra, environment: world.env)
-            #expect(try await Harness.waitUntil(timeout: 60) { try (items()["claimed"] ?? 0) > 0 || !p.process.isRunning })
-            return p
+        @Sendable func runStatus() throws -> String { try db.query("SELECT status FROM churnwatch.runs WHERE id = 1")[0].decode(String.self, at: 0) }
+        /// Starts a run, waits until it holds claims, then signals it (all on one thread).
+        func claimsThen(_ extra: [String] = [], _ act: @escaping @Sendable (RunningCLI, Int) throws -> Harness.Ended) async throws -> (claimed: Int, ended: Harness.Ended) {
+            let env = world.env
+            return try await Harness.thread {
+                let p = try RunningCLI(args + extra, environment: env)
+                _ = try Harness.waitUntil(timeout: 60) { try (items()["claimed"] ?? 0) > 0 || !p.process.isRunning }
+                let claimed = try items()["claimed"] ?? 0
+                return (claimed, try act(p, claimed))
+            }
         }
 
         // 1. The grace runs out before Apple answers: in-flight polls are abandoned, their items go back.
-        let short = try await startAndWaitForClaims(["--shutdown-grace", "0.3s"])
-        var signalled = Date()
-        short.signal(SIGTERM)
-        let shortResult = try await Harness.exit(short)
-        let shortTook = Date().timeIntervalSince(signalled)
-        #expect(shortResult.status == 75, "\(shortResult.stderr.suffix(300))")
-        #expect(shortResult.stderr.contains("resumable: run 1 (stopped: signal)"), "\(shortResult.stderr.suffix(300))")
-        #expect(shortTook < 2.5, "exit took \(shortTook) s with a 0.3 s grace (answers take 3 s)")
+        let short = try await claimsThen(["--shutdown-grace", "0.3s"]) { p, _ in Harness.signalAndWait(p, SIGTERM) }
+        #expect(short.claimed > 0)
+        #expect(short.ended.result.status == 75, "\(short.ended.result.stderr.suffix(300))")
+        #expect(short.ended.result.stderr.contains("resumable: run 1 (stopped: signal)"), "\(short.ended.result.stderr.suffix(300))")
+        #expect(short.ended.afterSignal < 2.5, "exit took \(short.ended.afterSignal) s with a 0.3 s grace (answers take 3 s)")
         let afterShort = try items()
         #expect(afterShort["claimed"] == nil && afterShort["done"] == nil, "\(afterShort)")
         #expect(try runStatus() == "interrupted")
         #expect(try db.query("SELECT max(attempts) FROM churnwatch.run_items")[0].decode(Int.self, at: 0) == 0, "abandoned claims are not attempts")
 
         // 2. The default grace (30 s): the in-flight batches finish and are committed.
-        let graceful = try await startAndWaitForClaims()
-        let claimedAtSignal = try items()["claimed"] ?? 0
-        signalled = Date()
-        graceful.signal(SIGTERM)
-        let gracefulResult = try await Harness.exit(graceful)
-        #expect(gracefulResult.status == 75, "\(gracefulResult.stderr.suffix(300))")
-        #expect(gracefulResult.stderr.contains("resumable: run 1 (stopped: signal)"))
-        #expect(gracefulResult.stderr.contains("finishing in-flight work"))
+        let graceful = try await claimsThen { p, _ in Harness.signalAndWait(p, SIGTERM) }
+        #expect(graceful.ended.result.status == 75, "\(graceful.ended.result.stderr.suffix(300))")
+        #expect(graceful.ended.result.stderr.contains("resumable: run 1 (stopped: signal)"))
+        #expect(graceful.ended.result.stderr.contains("finishing in-flight work"))
         let afterGraceful = try items()
         #expect(afterGraceful["claimed"] == nil, "\(afterGraceful)")
-        #expect((afterGraceful["done"] ?? 0) >= claimedAtSignal && claimedAtSignal > 0, "in flight at the signal: \(claimedAtSignal), after: \(afterGraceful)")
+        #expect((afterGraceful["done"] ?? 0) >= graceful.claimed && graceful.claimed > 0, "in flight at the signal: \(graceful.claimed), after: \(afterGraceful)")
         #expect(try runStatus() == "interrupted")
-        print("SIGTERM: \(claimedAtSignal) items in flight committed; exit \(String(format: "%.1f", Date().timeIntervalSince(signalled))) s after the signal")
+        print("SIGTERM: \(graceful.claimed) items in flight committed; exit \(String(format: "%.1f", graceful.ended.afterSignal)) s after the signal")
 
         // 3. A second signal exits at once, without waiting for the in-flight answers.
-        let impatient = try await startAndWaitForClaims()
-        impatient.signal(SIGTERM)
-        #expect(try await Harness.stderr(impatient, contains: "finishing in-flight work", timeout: 30))
-        signalled = Date()
-        impatient.signal(SIGTERM)
-        let impatientResult = try await Harness.exit(impatient)
-        let impatientTook = Date().timeIntervalSince(signalled)
-        #expect(impatientResult.status == 75)
-        #expect(impatientResult.stderr.contains("exiting at once"))
-        #expect(impatientTook < 2, "the second signal took \(impatientTook) s")
+        let impatient = try await claimsThen { p, _ in
+            p.signal(SIGTERM)
+            _ = p.waitForStderr(containing: "finishing in-flight work", timeout: 30)
+            return Harness.signalAndWait(p, SIGTERM)
+        }
+        #expect(impatient.ended.result.status == 75)
+        #expect(impatient.ended.result.stderr.contains("finishing in-flight work"))
+        #expect(impatient.ended.result.stderr.contains("exiting at once"))
+        #expect(impatient.ended.afterSignal < 2, "the second signal took \(impatient.ended.afterSignal) s")
         #expect((try items()["claimed"] ?? 0) > 0, "a process that exits at once leaves its claims for the next run")
-        #expect(try await Harness.waitForNoAdvisoryLocks(world.db))
+        #expect(try await Harness.thread { try Harness.waitForNoAdvisoryLocks(world.db) })
 
         // 4. --max-duration: the time budget ends the run like a signal (its claims from 3 come back at once).
-        let budgeted = try RunningCLI(args + ["--max-duration", "1s"], environment: world.env)
-        let budgetedResult = try await Harness.exit(budgeted)
+        let budgetedResult = try await Harness.cli(args + ["--max-duration", "1s"], world.env)
         #expect(budgetedResult.status == 75, "\(budgetedResult.stderr.suffix(300))")
         #expect(budgetedResult.stderr.contains("resumable: run 1 (stopped: time budget (--max-duration) used up)"), "\(budgetedResult.stderr.suffix(300))")
         #expect(try items()["claimed"] == nil)
@@ -174,20 +170,23 @@ struct CrashRecoveryTests {
         // A cluster of its own, so stopping it disturbs no other test.
         let cluster = try await Harness.thread { try PrivateCluster.start() }
         defer { cluster.destroy() }
-        var env = sim.environment
-        env["DATABASE_URL"] = cluster.url
+        var clusterEnv = sim.environment
+        clusterEnv["DATABASE_URL"] = cluster.url
+        let env = clusterEnv
         #expect(try await Harness.cli(["migrate"], env).status == 0)
         #expect(try await Harness.cli(["import", sim.subscriptionsCSV.path], env).status == 0)
         let db = try PostgresConnection(connectionString: cluster.url)
-        func finished(_ db: PostgresConnection) throws -> Int {
-            try db.query("SELECT count(*) FROM churnwatch.run_items WHERE status IN ('done', 'failed')")[0].decode(Int.self, at: 0)
+        let result = try await Harness.thread { () throws -> CLIRunner.Result in
+            let run = try RunningCLI(args, environment: env)
+            _ = try Harness.waitUntil(timeout: 60) { try Harness.finished(db) >= 60 || !run.process.isRunning }
+            try cluster.stop()
+            let noticed = run.waitForStderr(containing: "PostgreSQL unavailable: retrying", timeout: 60)
+            try cluster.startAgain()
+            var result = run.wait()
+            if !noticed { result.stderr += "\n(test: the run never said PostgreSQL was unavailable)" }
+            return result
         }
-        let run = try RunningCLI(args, environment: env)
-        #expect(try await Harness.waitUntil(timeout: 60) { try finished(db) >= 60 || !run.process.isRunning })
-        try await Harness.thread { try cluster.stop() }
-        #expect(try await Harness.stderr(run, contains: "PostgreSQL unavailable: retrying"), "\(run.stderr.suffix(300))")
-        try await Harness.thread { try cluster.startAgain() }
-        let result = try await Harness.exit(run)
+        #expect(!result.stderr.contains("(test: the run never said"), "\(result.stderr.suffix(300))")
         #expect(result.status == 0, "\(result.stderr.suffix(500))")
         #expect(result.stdout.contains("run 1 done: 300 due, 300 polled, 0 failed"), "\(result.stdout)")
         #expect(result.stderr.contains("took this process's locks again"), "the run lock was taken again after the restart")
@@ -197,16 +196,20 @@ struct CrashRecoveryTests {
         // The same through pg_terminate_backend on the shared cluster: every connection of the
         // run (its pool and its lock connection) cut, twice.
         let tdb = try PostgresConnection(connectionString: terminated.db.connectionURL)
-        let victim = try RunningCLI(args, environment: terminated.env)
-        var cuts = 0
-        for threshold in [60, 150] {
-            #expect(try await Harness.waitUntil(timeout: 60) { try finished(tdb) >= threshold || !victim.process.isRunning })
-            cuts += try tdb.query("""
-                SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
-                WHERE datname = \(terminated.db.name) AND pid <> pg_backend_pid()
-                """)[0].decode(Int.self, at: 0)
+        let terminatedEnv = terminated.env
+        let name = terminated.db.name
+        let (victimResult, cuts) = try await Harness.thread { () throws -> (CLIRunner.Result, Int) in
+            let victim = try RunningCLI(args, environment: terminatedEnv)
+            var cuts = 0
+            for threshold in [60, 150] {
+                _ = try Harness.waitUntil(timeout: 60) { try Harness.finished(tdb) >= threshold || !victim.process.isRunning }
+                cuts += try tdb.query("""
+                    SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+                    WHERE datname = \(name) AND pid <> pg_backend_pid()
+                    """)[0].decode(Int.self, at: 0)
+            }
+            return (victim.wait(), cuts)
         }
-        let victimResult = try await Harness.exit(victim)
         #expect(victimResult.status == 0, "\(victimResult.stderr.suffix(500))")
         #expect(victimResult.stdout.contains("run 1 done: 300 due, 300 polled, 0 failed"))
         #expect(cuts >= 4, "connections terminated: \(cuts)")
@@ -231,14 +234,17 @@ struct CrashRecoveryTests {
         env["APPSTORE_MAX_RETRY_WAIT"] = "2"
         let db = try PostgresConnection(connectionString: outage.db.connectionURL)
         let args = ["run", "--as-of", Self.iso(Self.start), "--log-format", "json", "--concurrency", "8", "--batch-size", "4"] + Self.fast
-        let run = try RunningCLI(args, environment: env)
-        #expect(try await Harness.waitUntil(timeout: 60) {
-            try db.query("SELECT count(*) FROM churnwatch.run_items WHERE status = 'done'")[0].decode(Int.self, at: 0) >= 60 || !run.process.isRunning
-        })
         let ports = first.ports
-        first.stop(keepingFiles: true)
+        let runEnv = env
+        let result = try await Harness.thread { () throws -> CLIRunner.Result in
+            let run = try RunningCLI(args, environment: runEnv)
+            _ = try Harness.waitUntil(timeout: 60) {
+                try db.query("SELECT count(*) FROM churnwatch.run_items WHERE status = 'done'")[0].decode(Int.self, at: 0) >= 60 || !run.process.isRunning
+            }
+            first.stop(keepingFiles: true)
+            return run.wait()
+        }
         firstStopped = true
-        let result = try await Harness.exit(run)
         #expect(result.status == 75, "\(result.stderr.suffix(500))")
         #expect(result.stderr.contains("resumable: run 1 (Apple unavailable: unavailable:"), "\(result.stderr.suffix(300))")
         let unavailable = try db.query("SELECT count(*) FROM churnwatch.run_items WHERE outcome LIKE 'unavailable:%'")[0].decode(Int.self, at: 0)
@@ -312,8 +318,9 @@ enum Harness {
     }
 
     /// Runs blocking work (a process, a pipe, a semaphore) on a thread of its own, so it never
-    /// occupies one of Swift Testing's few cooperative threads: tests that measure time in
-    /// other suites would be starved otherwise.
+    /// occupies one of Swift Testing's few cooperative threads (tests that measure time in
+    /// other suites would be starved), and so that a wait and what must follow it (a kill, a
+    /// stop) are never separated by a wait for a cooperative thread.
     static func thread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             Thread { continuation.resume(with: Result { try body() }) }.start()
@@ -330,32 +337,54 @@ enum Harness {
         try await thread { process.wait() }
     }
 
-    /// Waits (at most `timeout`) until a background churnwatch wrote `text` to stderr.
-    static func stderr(_ process: RunningCLI, contains text: String, timeout: TimeInterval = 60) async throws -> Bool {
-        try await thread { process.waitForStderr(containing: text, timeout: timeout) }
-    }
-
     /// Checks `condition` until it holds or `timeout` passes (waiting on database state or a
-    /// process, never on time alone). True when it held.
-    static func waitUntil(timeout: TimeInterval, _ condition: () throws -> Bool) async throws -> Bool {
+    /// process, never on time alone). True when it held. Blocking: call it inside `thread`,
+    /// together with what must happen right after (a kill, a stop), so that nothing waits for
+    /// a cooperative thread in between.
+    static func waitUntil(timeout: TimeInterval, _ condition: () throws -> Bool) throws -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if try condition() { return true }
-            try await Task.sleep(nanoseconds: 5_000_000)
+            usleep(5_000)
         }
         return try condition()
     }
 
     /// Waits until no session holds an advisory lock in `db`: the backends of a killed
-    /// process are gone (as they are long before the next cron firing).
-    static func waitForNoAdvisoryLocks(_ db: ScratchDatabase) async throws -> Bool {
+    /// process are gone (as they are long before the next cron firing). Blocking.
+    static func waitForNoAdvisoryLocks(_ db: ScratchDatabase) throws -> Bool {
         let admin = try PostgresConnection(connectionString: db.server)
-        return try await waitUntil(timeout: 30) {
+        return try waitUntil(timeout: 30) {
             try admin.query("""
                 SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
                 WHERE l.locktype = 'advisory' AND d.datname = \(db.name)
                 """)[0].decode(Int.self, at: 0) == 0
         }
+    }
+
+    /// Items of `run` with a final outcome.
+    static func finished(_ db: PostgresConnection, run: Int64? = nil) throws -> Int {
+        if let run {
+            return try db.query("SELECT count(*) FROM churnwatch.run_items WHERE run_id = \(run) AND status IN ('done', 'failed')")[0].decode(Int.self, at: 0)
+        }
+        return try db.query("SELECT count(*) FROM churnwatch.run_items WHERE status IN ('done', 'failed')")[0].decode(Int.self, at: 0)
+    }
+
+    /// What a background process ended with.
+    struct Ended: Sendable {
+        var result: CLIRunner.Result
+        /// Ended by a signal it did not handle (kill -9), not by exiting.
+        var bySignal: Bool
+        /// Seconds from the last signal sent to the exit.
+        var afterSignal: TimeInterval
+    }
+
+    /// Sends `sig` and waits for the exit. Blocking.
+    static func signalAndWait(_ process: RunningCLI, _ sig: Int32) -> Ended {
+        let sent = Date()
+        process.signal(sig)
+        let result = process.wait()
+        return Ended(result: result, bySignal: process.process.terminationReason == .uncaughtSignal, afterSignal: Date().timeIntervalSince(sent))
     }
 
     /// What the retention team reads, in a comparable form (no ids, no detection times).
