@@ -130,6 +130,7 @@ let package = Package(
             name: "churnwatch-bench",
             dependencies: [
                 "Postgres",
+                "AppStoreServerAPI",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

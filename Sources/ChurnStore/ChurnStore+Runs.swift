@@ -173,65 +173,106 @@ extension ChurnStore {
         }
     }
 
-    /// Claims up to `limit` items: pending ones, or claimed ones whose lease expired (a crashed
-    /// worker). `FOR UPDATE SKIP LOCKED` lets any number of workers claim at once. Returns the
-    /// items with their subscriptions' stored state, in priority order.
+    /// Claims up to `limit` items: pending ones first, then claimed ones whose lease expired (a
+    /// crashed worker). `FOR UPDATE SKIP LOCKED` lets any number of workers claim at once, and
+    /// each of the two picks is served by its own partial index, so a claim costs the same at
+    /// the start and the end of a run. Returns the items with their subscriptions' stored
+    /// state, in priority order.
     public func runItemsClaim(runId: Int64, worker: String, limit: Int, lease: TimeInterval) async throws -> [ClaimedItem] {
         let decoder = JSONDecoder()
+        let cursors = self.claimCursors
         return try await pool.withConnection { db in
-            let rows = try db.query("""
-                WITH claimed AS (
-                    UPDATE churnwatch.run_items i
-                    SET status = 'claimed', claimed_by = \(worker), attempts = i.attempts + 1,
-                        lease_until = clock_timestamp() + make_interval(secs => \(lease))
-                    FROM (
-                        SELECT original_transaction_id FROM churnwatch.run_items
-                        WHERE run_id = \(runId)
-                          AND (status = 'pending' OR (status = 'claimed' AND lease_until < clock_timestamp()))
-                        ORDER BY priority, original_transaction_id
-                        LIMIT \(limit)
-                        FOR UPDATE SKIP LOCKED
-                    ) AS pick
-                    WHERE i.run_id = \(runId) AND i.original_transaction_id = pick.original_transaction_id
-                    RETURNING i.original_transaction_id, i.reason, i.attempts, i.priority
-                )
-                SELECT c.original_transaction_id, c.reason, c.attempts, s.environment, s.receipt_data,
-                       s.app_account_token, s.customer_ref, s.snapshot, s.latest_transaction_id, s.history_revision,
-                       g.segment, g.segment_since,
-                       (SELECT coalesce(array_agg(w.campaign || ' ' || w.episode), '{}') FROM churnwatch.winback_queue w
-                         WHERE w.original_transaction_id = c.original_transaction_id AND w.status IN ('pending', 'claimed')) AS live
-                FROM claimed c
-                JOIN churnwatch.subscriptions s USING (original_transaction_id)
-                LEFT JOIN churnwatch.subscription_segments g USING (original_transaction_id)
-                ORDER BY c.priority, c.original_transaction_id
-                """)
-            return try rows.map { row in
-                let snapshot = try row.decode(PostgresJSON?.self, "snapshot").map {
-                    try decoder.decode(SubscriptionSnapshot.self, from: $0.data)
+            // Claimed rows leave the pending index only when vacuumed; scanning from where this
+            // process last claimed skips them, so a claim costs the same at the end of a run as
+            // at the start. Released items lie behind the cursor: when nothing is ahead, the
+            // scan starts over once.
+            var claimed: [ClaimedItem] = []
+            var rows: PostgresRows
+            let hadCursor = cursors.get(runId) != nil
+            for fromStart in [false, true] {
+                if fromStart && !hadCursor { break }
+                let cursor = fromStart ? nil : cursors.get(runId)
+                let after: PostgresQuery = cursor.map { "AND (priority, original_transaction_id) > (\($0.priority), \($0.id))" } ?? ""
+                let pending: PostgresQuery = """
+                    SELECT original_transaction_id FROM churnwatch.run_items
+                    WHERE run_id = \(runId) AND status = 'pending' \(after)
+                    ORDER BY priority, original_transaction_id
+                    LIMIT \(limit)
+                    FOR UPDATE SKIP LOCKED
+                    """
+                rows = try db.query(Self.claimStatement(runId: runId, worker: worker, lease: lease, pick: pending))
+                for row in rows {
+                    claimed.append(try Self.decodeClaimed(row, decoder))
+                    cursors.advance(runId, priority: try row.decode(Int16.self, "priority"), id: claimed.last!.originalTransactionId)
                 }
-                let segment: SegmentState? = try row.decode(String?.self, "segment").flatMap(Segment.init(rawValue:)).map {
-                    SegmentState($0, since: try row.decode(Date.self, "segment_since"))
-                }
-                let live = try row.decode([String].self, "live").compactMap { text -> WinbackEpisode? in
-                    let parts = text.split(separator: " ", maxSplits: 1)
-                    guard parts.count == 2, let c = WinbackCampaign(rawValue: String(parts[0])) else { return nil }
-                    return WinbackEpisode(campaign: c, key: String(parts[1]))
-                }
-                return ClaimedItem(
-                    originalTransactionId: try row.decode(String.self, "original_transaction_id"),
-                    reason: try row.decode(String.self, "reason"),
-                    attempts: try row.decode(Int.self, "attempts"),
-                    environment: try row.decode(String.self, "environment"),
-                    receiptData: try row.decode(String?.self, "receipt_data"),
-                    appAccountToken: try row.decode(UUID?.self, "app_account_token"),
-                    customerRef: try row.decode(String?.self, "customer_ref"),
-                    snapshot: snapshot,
-                    segment: segment,
-                    latestTransactionId: try row.decode(String?.self, "latest_transaction_id"),
-                    historyRevision: try row.decode(String?.self, "history_revision"),
-                    liveEpisodes: live)
+                if !claimed.isEmpty { break }
+                if !fromStart { cursors.reset(runId) }
             }
+            if claimed.count < limit {
+                let expired: PostgresQuery = """
+                    SELECT original_transaction_id FROM churnwatch.run_items
+                    WHERE run_id = \(runId) AND status = 'claimed' AND lease_until < clock_timestamp()
+                    ORDER BY lease_until
+                    LIMIT \(limit - claimed.count)
+                    FOR UPDATE SKIP LOCKED
+                    """
+                let expiredRows = try db.query(Self.claimStatement(runId: runId, worker: worker, lease: lease, pick: expired))
+                claimed += try expiredRows.map { try Self.decodeClaimed($0, decoder) }
+            }
+            return claimed
         }
+    }
+
+    static func claimStatement(runId: Int64, worker: String, lease: TimeInterval, pick: PostgresQuery) -> PostgresQuery {
+        // MATERIALIZED: the pick (with its row locks) runs exactly once. Inlined, the planner
+        // may put it on the inner side of a nested loop and rescan it for every row.
+        """
+        WITH pick AS MATERIALIZED (\(pick)),
+        claimed AS (
+            UPDATE churnwatch.run_items i
+            SET status = 'claimed', claimed_by = \(worker), attempts = i.attempts + 1,
+                lease_until = clock_timestamp() + make_interval(secs => \(lease))
+            FROM pick
+            WHERE i.run_id = \(runId) AND i.original_transaction_id = pick.original_transaction_id
+            RETURNING i.original_transaction_id, i.reason, i.attempts, i.priority
+        )
+        SELECT c.original_transaction_id, c.reason, c.attempts, c.priority, s.environment, s.receipt_data,
+               s.app_account_token, s.customer_ref, s.snapshot, s.latest_transaction_id, s.history_revision,
+               g.segment, g.segment_since,
+               (SELECT coalesce(array_agg(w.campaign || ' ' || w.episode), '{}') FROM churnwatch.winback_queue w
+                 WHERE w.original_transaction_id = c.original_transaction_id AND w.status IN ('pending', 'claimed')) AS live
+        FROM claimed c
+        JOIN churnwatch.subscriptions s USING (original_transaction_id)
+        LEFT JOIN churnwatch.subscription_segments g USING (original_transaction_id)
+        ORDER BY c.priority, c.original_transaction_id
+        """
+    }
+
+    static func decodeClaimed(_ row: PostgresRow, _ decoder: JSONDecoder) throws -> ClaimedItem {
+        let snapshot = try row.decode(PostgresJSON?.self, "snapshot").map {
+            try decoder.decode(SubscriptionSnapshot.self, from: $0.data)
+        }
+        let segment: SegmentState? = try row.decode(String?.self, "segment").flatMap(Segment.init(rawValue:)).map {
+            SegmentState($0, since: try row.decode(Date.self, "segment_since"))
+        }
+        let live = try row.decode([String].self, "live").compactMap { text -> WinbackEpisode? in
+            let parts = text.split(separator: " ", maxSplits: 1)
+            guard parts.count == 2, let c = WinbackCampaign(rawValue: String(parts[0])) else { return nil }
+            return WinbackEpisode(campaign: c, key: String(parts[1]))
+        }
+        return ClaimedItem(
+            originalTransactionId: try row.decode(String.self, "original_transaction_id"),
+            reason: try row.decode(String.self, "reason"),
+            attempts: try row.decode(Int.self, "attempts"),
+            environment: try row.decode(String.self, "environment"),
+            receiptData: try row.decode(String?.self, "receipt_data"),
+            appAccountToken: try row.decode(UUID?.self, "app_account_token"),
+            customerRef: try row.decode(String?.self, "customer_ref"),
+            snapshot: snapshot,
+            segment: segment,
+            latestTransactionId: try row.decode(String?.self, "latest_transaction_id"),
+            historyRevision: try row.decode(String?.self, "history_revision"),
+            liveEpisodes: live)
     }
 
     /// Gives claimed items back (graceful shutdown before they were polled).
@@ -270,4 +311,22 @@ extension ChurnStore {
             try db.execute("UPDATE churnwatch.runs SET status = 'interrupted' WHERE id = \(runId) AND finished_at IS NULL")
         }
     }
+}
+
+/// Where this process last claimed in each run: (priority, original_transaction_id).
+final class ClaimCursors: @unchecked Sendable {
+    struct Position { var priority: Int16; var id: String }
+    private let lock = NSLock()
+    private var positions: [Int64: Position] = [:]
+
+    func get(_ run: Int64) -> Position? { lock.withLock { positions[run] } }
+
+    func advance(_ run: Int64, priority: Int16, id: String) {
+        lock.withLock {
+            if let p = positions[run], (p.priority, p.id) >= (priority, id) { return }
+            positions[run] = Position(priority: priority, id: id)
+        }
+    }
+
+    func reset(_ run: Int64) { lock.withLock { positions[run] = nil } }
 }

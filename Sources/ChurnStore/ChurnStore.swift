@@ -7,6 +7,7 @@ import Postgres
 public struct ChurnStore: Sendable {
     public let pool: PostgresPool
     let logger: Logger
+    let claimCursors = ClaimCursors()
 
     public init(pool: PostgresPool, logger: Logger = Logger(label: "churnwatch.store")) {
         self.pool = pool

@@ -292,55 +292,89 @@ public final class RunEngine: Sendable {
         return .drained
     }
 
+    /// One worker: keeps up to `batch` polls in flight, claims more as they finish, and
+    /// commits finished ones together. There is no barrier per batch, so one slow answer (a
+    /// Sandbox budget of 5/s, a retry) holds up only its own slot.
     private func workerLoop(run: RunRecord, batch: Int, progress: (@Sendable (RunProgressReport) -> Void)?) async throws {
         let worker = options.workerName
-        while !state.shouldStopClaiming() {
-            let items = try await persist("claim") {
-                try await self.store.runItemsClaim(runId: run.id, worker: worker, limit: batch, lease: self.options.lease)
+        try await withThrowingTaskGroup(of: SubscriptionPoller.Result.self) { group in
+            var inFlight: Set<String> = []
+            var finished: [SubscriptionPoller.Result] = []
+            var lastCommit = Date()
+            var othersHoldTheRest = false
+
+            func commit() async throws {
+                guard !finished.isEmpty else { return }
+                // Poll times are on the run's clock: its as-of time plus the time worked, so a
+                // simulated night (--as-of) records the same times a real one would.
+                let detectedAt = run.asOf.addingTimeInterval(Date().timeIntervalSince(state.stats.startedAt))
+                let started = Date()
+                let writes = finished.map(\.write)
+                let counts = try await persist("commit") {
+                    try await self.store.pollResultsCommit(runId: run.id, worker: worker, asOf: run.asOf, detectedAt: detectedAt, writes)
+                }
+                logger.trace("committed", metadata: ["items": "\(finished.count)", "commit_ms": "\(Int(Date().timeIntervalSince(started) * 1000))"])
+                let report = state.record(finished, counts)
+                state.endFlight(writes.map(\.item.originalTransactionId))
+                finished.removeAll(keepingCapacity: true)
+                lastCommit = Date()
+                let stats = try PostgresJSON(encoding: state.stats)
+                try await persist("heartbeat") { try await self.store.runWorkerHeartbeat(runId: run.id, worker: worker, stats: stats) }
+                progress?(report)
             }
-            if items.isEmpty {
-                let p = try await persist("progress") { try await self.store.runProgress(run.id) }
-                if p.finished { return }
-                // Others hold the rest. Items of processes that died come back at once; a claim
-                // of ours whose answer was lost with a connection after two tries; the rest
-                // when their lease expires.
-                if state.orphanCheckDue() {
-                    let keep = state.inFlight
-                    _ = try await persist("recover") {
-                        try await self.store.runItemsRecoverDead(runId: run.id)
-                            + self.store.runItemsReleaseOrphans(runId: run.id, worker: worker, keep: keep, lease: self.options.lease, olderThan: 10)
+
+            while true {
+                if Task.isCancelled || state.graceOver {
+                    // Out of time: what finished is committed, what did not goes back to pending.
+                    group.cancelAll()
+                    try await commit()
+                    try? await store.runItemsRelease(runId: run.id, worker: worker, ids: Array(inFlight))
+                    state.endFlight(Array(inFlight))
+                    return
+                }
+                if inFlight.count <= batch / 2, !state.shouldStopClaiming() {
+                    let want = batch - inFlight.count
+                    let items = try await persist("claim") {
+                        try await self.store.runItemsClaim(runId: run.id, worker: worker, limit: want, lease: self.options.lease)
+                    }
+                    state.beginFlight(items.map(\.originalTransactionId))
+                    for item in items {
+                        inFlight.insert(item.originalTransactionId)
+                        group.addTask { await self.poller.poll(item, asOf: run.asOf) }
+                    }
+                    othersHoldTheRest = false
+                    if items.isEmpty && inFlight.isEmpty {
+                        try await commit()
+                        if try await persist("progress", { try await self.store.runProgress(run.id) }).finished { return }
+                        // Others hold the rest. Items of processes that died come back at once, a
+                        // claim of ours whose answer was lost with a connection after ten seconds,
+                        // the rest when their lease expires.
+                        if state.orphanCheckDue() {
+                            let keep = state.inFlight
+                            _ = try await persist("recover") {
+                                try await self.store.runItemsRecoverDead(runId: run.id)
+                                    + self.store.runItemsReleaseOrphans(runId: run.id, worker: worker, keep: keep, lease: self.options.lease, olderThan: 10)
+                            }
+                        }
+                        othersHoldTheRest = true
                     }
                 }
-                try await Task.sleep(nanoseconds: 500_000_000)
-                continue
-            }
-            let ids = items.map(\.originalTransactionId)
-            state.beginFlight(ids)
-            defer { state.endFlight(ids) }
-            let results = await withTaskGroup(of: SubscriptionPoller.Result.self) { group in
-                for item in items {
-                    group.addTask { await self.poller.poll(item, asOf: run.asOf) }
+                if inFlight.isEmpty {
+                    try await commit()
+                    if state.shouldStopClaiming() { return }
+                    if othersHoldTheRest { try await Task.sleep(nanoseconds: 500_000_000) }
+                    continue
                 }
-                var out: [SubscriptionPoller.Result] = []
-                out.reserveCapacity(items.count)
-                for await r in group { out.append(r) }
-                return out
+                guard let result = try await group.next() else { continue }
+                if Task.isCancelled || state.graceOver {
+                    continue // its poll may have been cut short: the item is released above
+                }
+                inFlight.remove(result.write.item.originalTransactionId)
+                finished.append(result)
+                if finished.count >= batch || inFlight.isEmpty || Date().timeIntervalSince(lastCommit) > 0.25 {
+                    try await commit()
+                }
             }
-            if state.graceOver {
-                try? await store.runItemsRelease(runId: run.id, worker: worker, ids: ids)
-                return
-            }
-            // Poll times are on the run's clock: its as-of time plus the time worked, so a
-            // simulated night (--as-of) records the same times a real one would.
-            let detectedAt = run.asOf.addingTimeInterval(Date().timeIntervalSince(state.stats.startedAt))
-            let writes = results.map(\.write)
-            let counts = try await persist("commit") {
-                try await self.store.pollResultsCommit(runId: run.id, worker: worker, asOf: run.asOf, detectedAt: detectedAt, writes)
-            }
-            let report = state.record(results, counts)
-            let stats = try PostgresJSON(encoding: state.stats)
-            try await persist("heartbeat") { try await self.store.runWorkerHeartbeat(runId: run.id, worker: worker, stats: stats) }
-            progress?(report)
         }
     }
 }

@@ -279,26 +279,31 @@ extension Optional: PostgresArrayElement where Wrapped: PostgresArrayElement {
 
 /// Writes one array element in array-literal syntax: quoted, `"` and `\` escaped, NULL bare.
 @usableFromInline
-func appendArrayElement(_ bind: PostgresBind, to out: inout String) {
-    guard let text = bind.text else { out += "NULL"; return }
-    out += "\""
-    for ch in text.unicodeScalars {
-        if ch == "\"" || ch == "\\" { out += "\\" }
-        out.unicodeScalars.append(ch)
+func appendArrayElement(_ bind: PostgresBind, to out: inout [UInt8]) {
+    guard let text = bind.text else {
+        out.append(contentsOf: [0x4E, 0x55, 0x4C, 0x4C]) // NULL
+        return
     }
-    out += "\""
+    out.append(0x22)
+    for byte in text.utf8 {
+        if byte == 0x22 || byte == 0x5C { out.append(0x5C) }
+        out.append(byte)
+    }
+    out.append(0x22)
 }
 
 extension Array: PostgresEncodable where Element: PostgresArrayElement {
     public static var postgresType: UInt32 { Element.postgresArrayType }
+    /// Built on UTF-8 bytes: the batch writer binds arrays of thousands of values.
     public var postgresText: String {
-        var out = "{"
+        var out: [UInt8] = [0x7B]
+        out.reserveCapacity(count * 16 + 2)
         for (i, e) in enumerated() {
-            if i > 0 { out += "," }
+            if i > 0 { out.append(0x2C) }
             appendArrayElement(e.postgresBind, to: &out)
         }
-        out += "}"
-        return out
+        out.append(0x7D)
+        return String(decoding: out, as: UTF8.self)
     }
 }
 

@@ -62,7 +62,10 @@ public final class PostgresConnection: @unchecked Sendable {
             }
         }, Unmanaged.passUnretained(noticeSink).toOpaque())
         do {
-            try runScript("SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET client_encoding = 'UTF8'; SET IntervalStyle = 'iso_8601'")
+            // Statements are prepared once per connection (parsing saved), but always planned
+            // for their actual values: a generic plan guesses at LIMIT $n and unnest($n) sizes
+            // and can pick a sequential scan that a custom plan never would.
+            try runScript("SET TimeZone = 'UTC'; SET DateStyle = 'ISO, YMD'; SET client_encoding = 'UTF8'; SET IntervalStyle = 'iso_8601'; SET plan_cache_mode = 'force_custom_plan'")
         } catch {
             PQfinish(c)
             throw error

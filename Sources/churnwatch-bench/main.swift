@@ -12,6 +12,10 @@ guard let mode = arguments.first else {
 
 do {
     switch mode {
+    case "http":
+        let a = Array(arguments.dropFirst())
+        guard a.count >= 2, let url = URL(string: a[0]) else { throw BenchError("usage: churnwatch-bench http URL TOKEN [CONCURRENCY] [REQUESTS]") }
+        try await HTTPBenchmark(url: url, token: a[1], concurrency: a.count > 2 ? Int(a[2]) ?? 32 : 32, requests: a.count > 3 ? Int(a[3]) ?? 5000 : 5000).run()
     case "pg":
         try PostgresBenchmark(rows: Int(ProcessInfo.processInfo.environment["BENCH_ROWS"] ?? "") ?? 100_000).run()
     default:

@@ -13,12 +13,13 @@ struct BackfillCommand: AsyncParsableCommand {
         abstract: "Poll a cohort of subscriptions now: a run of kind backfill, on the nightly run's queue and Apple budget.",
         discussion: """
             Cohort selectors combine (AND): --product, --group, --purchased-from/--purchased-to, --ids,
-            --segment, --environment; --all selects every registered subscription instead.
+            --segment, --environment; --all selects every registered subscription (with other selectors
+            it adds nothing: --all --environment Sandbox is every Sandbox subscription).
             Product, group and original purchase date are known only after a first successful poll:
             never-polled subscriptions have none, so those selectors leave them out (--segment unknown,
             --ids, --environment and --all include them; the nightly run polls them anyway as "new").
-            --purchased-from/--purchased-to compare Apple's original purchase date, from inclusive, to
-            exclusive; a date alone means midnight UTC, and --purchased-to with a date alone includes that day.
+            --purchased-from/--purchased-to compare Apple's original purchase date in [from, to); a date
+            alone means its midnight UTC (January: --purchased-from 2026-01-01 --purchased-to 2026-02-01).
 
             Budget: a backfill draws from the same shared Apple budget as every other process, so together
             they never exceed the configured rate. While a nightly run is active (its owner holds the
@@ -47,7 +48,7 @@ struct BackfillCommand: AsyncParsableCommand {
     @Option(name: .customLong("purchased-from"), help: ArgumentHelp("Original purchase at or after this time (ISO 8601, or a date).", valueName: "time"))
     var purchasedFrom: String?
 
-    @Option(name: .customLong("purchased-to"), help: ArgumentHelp("Original purchase before this time (a date alone: through that day).", valueName: "time"))
+    @Option(name: .customLong("purchased-to"), help: ArgumentHelp("Original purchase before this time (ISO 8601, or a date).", valueName: "time"))
     var purchasedTo: String?
 
     @Option(name: .customLong("ids"), help: ArgumentHelp("A file with one original transaction id per line (blank lines and # comments skipped).", valueName: "file"))
@@ -59,7 +60,7 @@ struct BackfillCommand: AsyncParsableCommand {
     @Option(name: .customLong("environment"), help: ArgumentHelp("Registered environment: Production or Sandbox.", valueName: "env"))
     var environment: String?
 
-    @Flag(name: .customLong("all"), help: "Every registered subscription (not combined with other selectors).")
+    @Flag(name: .customLong("all"), help: "Every registered subscription (other selectors still narrow it).")
     var all = false
 
     @Flag(name: .customLong("full-history"), help: "Read every subscription's whole transaction history again (one history call per 20 transactions).")
@@ -185,13 +186,7 @@ struct BackfillCommand: AsyncParsableCommand {
             c.groupId = group
         }
         c.purchasedFrom = try TimeArgument.parse(purchasedFrom, flag: "--purchased-from")
-        if let purchasedTo {
-            guard let to = WindowOptions.parseISO8601(purchasedTo) else {
-                throw CLIError.configuration("--purchased-to \"\(purchasedTo)\" is not an ISO 8601 time or date (e.g. 2026-01-31)")
-            }
-            // A date alone includes that whole day.
-            c.purchasedBefore = Self.isDateOnly(purchasedTo) ? to.addingTimeInterval(86_400) : to
-        }
+        c.purchasedBefore = try TimeArgument.parse(purchasedTo, flag: "--purchased-to")
         if let from = c.purchasedFrom, let before = c.purchasedBefore, from >= before {
             throw CLIError.configuration("--purchased-from \(purchasedFrom ?? "") is not before --purchased-to \(purchasedTo ?? "")")
         }
@@ -209,17 +204,11 @@ struct BackfillCommand: AsyncParsableCommand {
             default: throw CLIError.configuration("--environment \"\(environment)\" is not Production or Sandbox")
             }
         }
-        if all {
-            var others = c
-            others.all = false
-            guard !others.hasSelector else { throw CLIError.configuration("--all selects every subscription: leave out the other selectors") }
-        }
+        // With another selector, --all adds nothing (and the same cohort is recognised either way).
+        var others = c
+        others.all = false
+        if others.hasSelector { c.all = false }
         return c
-    }
-
-    static func isDateOnly(_ text: String) -> Bool {
-        let t = text.trimmingCharacters(in: .whitespaces)
-        return t.count == 10 && (try? Date.ISO8601FormatStyle().year().month().day().parse(t)) != nil
     }
 
     /// One id per line; blank lines, `#` comments and an `original_transaction_id` header are

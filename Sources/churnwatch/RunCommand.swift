@@ -44,6 +44,12 @@ struct RunCommand: AsyncParsableCommand {
     @Option(name: .customLong("shutdown-grace"), help: ArgumentHelp("After a stop request, how long in-flight work may take (default 30s).", valueName: "duration"))
     var shutdownGrace = "30s"
 
+    @Option(name: .customLong("metrics-file"), help: ArgumentHelp("Write Prometheus metrics here at the end (atomically), for node_exporter's textfile collector.", valueName: "path"))
+    var metricsFile: String?
+
+    @Option(name: .customLong("progress-interval"), help: ArgumentHelp("Without a terminal (or with --log-format json), log progress this often.", valueName: "duration"))
+    var progressInterval = "10s"
+
     func run() async throws {
         global.bootstrapLogging()
         try await reportingErrors {
@@ -65,6 +71,10 @@ struct RunCommand: AsyncParsableCommand {
                 throw CLIError.configuration("--shutdown-grace \"\(shutdownGrace)\" is not a duration (e.g. 30s)")
             }
             options.shutdownGrace = grace
+            guard let interval = PlanWindows.parseDuration(progressInterval), interval > 0 else {
+                throw CLIError.configuration("--progress-interval \"\(progressInterval)\" is not a positive duration (e.g. 10s)")
+            }
+            let metrics = try metricsFile.map(MetricsFile.init(path:))
             options.params = try PostgresJSON(encoding: RunParams(options: options))
             let config = try apple.configuration(logger: logger)
 
@@ -78,10 +88,28 @@ struct RunCommand: AsyncParsableCommand {
             let signals = SignalHandler { engine.requestStop("signal") }
             defer { signals.cancel() }
 
-            let outcome = try await engine.run { report in
-                logger.debug("batch committed", metadata: ["run": "\(report.runId)", "polled": "\(report.polled)", "failed": "\(report.failed)"])
+            let terminal = isatty(STDERR_FILENO) == 1 && global.logFormat != .json
+            let progress = ProgressReporter(mode: terminal ? .terminal : .log, interval: interval, store: store, logger: logger)
+            progress.start()
+            let started = Date()
+            var outcome: RunOutcome?
+            var failure: (any Error)?
+            do {
+                let ended = try await engine.run { progress.record($0) }
+                outcome = ended
+                progress.finish()
+                try report(ended, stats: engine.stats)
+            } catch {
+                progress.finish()
+                failure = error
             }
-            try report(outcome, stats: engine.stats)
+            let exitCode = failure.map { classify($0).1 } ?? ExitStatus.ok
+            progress.summary(outcome: outcome?.label ?? "error", exitCode: exitCode, stats: engine.stats)
+            if let metrics {
+                await metrics.publish(outcome: outcome, runId: outcome?.runId ?? progress.runId, exitCode: exitCode,
+                                      duration: Date().timeIntervalSince(started), stats: engine.stats, store: store, logger: logger)
+            }
+            if let failure { throw failure }
         }
     }
 

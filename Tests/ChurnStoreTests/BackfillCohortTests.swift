@@ -80,6 +80,7 @@ struct BackfillCohortTests {
         ("segment", cohort { $0.segments = [.active] }, ["1001", "1004", "1006"]),
         ("segment unknown: never polled", cohort { $0.segments = [.unknown] }, ["2001", "2002"]),
         ("environment", cohort { $0.environment = "Sandbox" }, ["1005", "2002"]),
+        ("all AND environment: all adds nothing", cohort { $0.all = true; $0.environment = "Sandbox" }, ["1005", "2002"]),
         ("product AND purchased AND segment",
          cohort { $0.productIds = ["premium.monthly"]; $0.purchasedFrom = asOf.addingTimeInterval(-30 * day); $0.segments = [.active, .willNotRenew] },
          ["1002", "1006"]),

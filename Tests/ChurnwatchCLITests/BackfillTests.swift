@@ -195,7 +195,6 @@ struct BackfillTests {
         ]
         let backfillOnly: [(String, [String], String)] = [
             ("no cohort", [], "needs a cohort"),
-            ("--all and a selector", ["--all", "--product", "x"], "--all"),
             ("bad purchase date", ["--purchased-from", "last spring"], "--purchased-from"),
             ("empty purchase range", ["--purchased-from", "2026-02-01", "--purchased-to", "2026-01-01"], "--purchased-from"),
             ("missing ids file", ["--ids", "/nonexistent/ids.txt"], "--ids"),

@@ -1,0 +1,261 @@
+import ChurnModel
+import ChurnStore
+import Foundation
+import Logging
+import Polling
+
+/// What one `churnwatch run` publishes for Prometheus (node_exporter's textfile collector):
+/// the figures, and their text exposition format (version 0.0.4).
+struct RunMetrics: Sendable, Equatable {
+    /// When a run last finished (every item done or failed); nil when none is known (the
+    /// family is then left out: alert on its absence).
+    var lastSuccess: Date?
+    /// Wall-clock seconds this process worked the run (planning and closing included).
+    var duration: TimeInterval
+    /// The process's exit code (0, 75, 78, 69 or 1).
+    var exitCode: Int32
+    /// The run this process worked; nil when it never got one (an error before planning).
+    var runId: Int64?
+    /// Apple calls this process made, by endpoint (`status`, `history`, `receipt`, ...).
+    var calls: [String: Int]
+    /// Figures from the database; nil when they could not be read (the process still reports
+    /// its exit code and duration).
+    var figures: RunMetricsFigures?
+
+    /// Endpoints always published, zero or not, so rates and alerts see a series from the start.
+    static let endpoints = ["status", "history", "receipt"]
+
+    /// The exposition: one HELP and one TYPE line per family, then its samples.
+    var exposition: String {
+        var out = Exposition()
+        if let lastSuccess {
+            out.family("churnwatch_last_success_timestamp_seconds", .gauge,
+                       "Unix time at which a churnwatch run last finished (every item done or failed).")
+            out.sample("churnwatch_last_success_timestamp_seconds", [], lastSuccess.timeIntervalSince1970)
+        }
+
+        out.family("churnwatch_run_duration_seconds", .gauge, "Wall-clock seconds the last churnwatch run took in this process.")
+        out.sample("churnwatch_run_duration_seconds", [], duration)
+
+        out.family("churnwatch_run_exit_code", .gauge, "Exit code of the last churnwatch run (0 done, 75 resumable, 78 configuration, 69 unavailable, 1 bug).")
+        out.sample("churnwatch_run_exit_code", [], Double(exitCode))
+
+        if let runId {
+            out.family("churnwatch_run_id", .gauge, "Id of the run in churnwatch.runs (see churnwatch status RUN).")
+            out.sample("churnwatch_run_id", [], Double(runId))
+        }
+
+        if let items = figures?.items {
+            out.family("churnwatch_run_items", .gauge, "Items of the last run by outcome (every worker's); pending counts items not finished yet.")
+            out.sample("churnwatch_run_items", [("outcome", "done")], Double(items.done))
+            out.sample("churnwatch_run_items", [("outcome", "failed")], Double(items.failed))
+            out.sample("churnwatch_run_items", [("outcome", "pending")], Double(items.pending + items.claimed))
+        }
+
+        out.family("churnwatch_api_calls_total", .counter, "App Store Server API calls this process made during the last run, by endpoint.")
+        for endpoint in Self.endpoints + calls.keys.filter({ !Self.endpoints.contains($0) }).sorted() {
+            out.sample("churnwatch_api_calls_total", [("endpoint", endpoint)], Double(calls[endpoint] ?? 0))
+        }
+
+        if let events = figures?.eventsByType {
+            out.family("churnwatch_events_total", .counter, "Churn events the last run wrote (churnwatch.churn_events), by event.")
+            let known = ChurnEventType.allCases.map(\.rawValue)
+            for event in known + events.keys.filter({ !known.contains($0) }).sorted() {
+                out.sample("churnwatch_events_total", [("event", event)], Double(events[event] ?? 0))
+            }
+        }
+
+        if let figures {
+            out.family("churnwatch_segment_subscriptions", .gauge, "Subscriptions in each churn-risk segment now (churnwatch.subscription_segments).")
+            let known = Segment.allCases.map(\.rawValue)
+            for segment in known + figures.segments.keys.filter({ !known.contains($0) }).sorted() {
+                out.sample("churnwatch_segment_subscriptions", [("segment", segment)], Double(figures.segments[segment] ?? 0))
+            }
+
+            out.family("churnwatch_winback_queue_depth", .gauge, "Live win-back entries (churnwatch.winback_queue) by campaign and status.")
+            let campaigns = WinbackCampaign.allCases.map(\.rawValue)
+            for campaign in campaigns + figures.winbackDepth.keys.filter({ !campaigns.contains($0) }).sorted() {
+                for status in ["pending", "claimed"] {
+                    out.sample("churnwatch_winback_queue_depth", [("campaign", campaign), ("status", status)],
+                               Double(figures.winbackDepth[campaign]?[status] ?? 0))
+                }
+            }
+        }
+        return out.text
+    }
+
+    /// Builds the text line by line.
+    struct Exposition {
+        enum Kind: String { case gauge, counter }
+        var text = ""
+
+        mutating func family(_ name: String, _ kind: Kind, _ help: String) {
+            text += "# HELP \(name) \(Self.escapeHelp(help))\n# TYPE \(name) \(kind.rawValue)\n"
+        }
+
+        mutating func sample(_ name: String, _ labels: [(String, String)], _ value: Double) {
+            text += name
+            if !labels.isEmpty {
+                text += "{" + labels.map { "\($0.0)=\"\(Self.escapeLabelValue($0.1))\"" }.joined(separator: ",") + "}"
+            }
+            text += " " + Self.format(value) + "\n"
+        }
+
+        /// Label values: backslash, double quote and line feed escaped.
+        static func escapeLabelValue(_ s: String) -> String {
+            var out = ""
+            for c in s.unicodeScalars {
+                switch c {
+                case "\\": out += "\\\\"
+                case "\"": out += "\\\""
+                case "\n": out += "\\n"
+                default: out.unicodeScalars.append(c)
+                }
+            }
+            return out
+        }
+
+        /// HELP text: backslash and line feed escaped.
+        static func escapeHelp(_ s: String) -> String {
+            s.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\n", with: "\\n")
+        }
+
+        /// Whole numbers without a fraction; others with millisecond precision.
+        static func format(_ v: Double) -> String {
+            if v.isNaN { return "NaN" }
+            if v.isInfinite { return v > 0 ? "+Inf" : "-Inf" }
+            if v == v.rounded(), abs(v) < 1e15 { return String(Int64(v)) }
+            return String(format: "%.3f", v)
+        }
+    }
+}
+
+/// The `--metrics-file` of `churnwatch run`: replaced atomically (a temporary file in the same
+/// directory, then rename), so node_exporter never reads half a file.
+struct MetricsFile: Sendable {
+    let path: String
+
+    /// Checks, before any work, that the file can be written: its directory exists and is
+    /// writable, and the path is not a directory. One line naming the flag otherwise (exit 78).
+    init(path: String) throws {
+        guard !path.isEmpty else { throw CLIError.configuration("--metrics-file: the path is empty") }
+        let url = URL(fileURLWithPath: path)
+        let dir = url.deletingLastPathComponent().path
+        var isDir: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: dir, isDirectory: &isDir), isDir.boolValue else {
+            throw CLIError.configuration("--metrics-file \(path): directory \(dir) does not exist")
+        }
+        guard access(dir, W_OK) == 0 else {
+            throw CLIError.configuration("--metrics-file \(path): directory \(dir) is not writable")
+        }
+        if FileManager.default.fileExists(atPath: url.path, isDirectory: &isDir), isDir.boolValue {
+            throw CLIError.configuration("--metrics-file \(path) is a directory")
+        }
+        self.path = url.path
+    }
+
+    /// The last success time in the current file, if it has one.
+    func previousLastSuccess() -> Date? {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        for line in text.split(separator: "\n") where line.hasPrefix("churnwatch_last_success_timestamp_seconds ") {
+            let fields = line.split(separator: " ")
+            if fields.count >= 2, let seconds = Double(fields[1]), seconds.isFinite { return Date(timeIntervalSince1970: seconds) }
+        }
+        return nil
+    }
+
+    /// Writes `text` to a temporary file next to the target (a name node_exporter ignores:
+    /// it reads only `*.prom`), flushes it to disk, and renames it over the target.
+    func write(_ text: String) throws {
+        let url = URL(fileURLWithPath: path)
+        let temp = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(getpid()).tmp").path
+        let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard fd >= 0 else { throw MetricsFileError(path: temp, operation: "create", errno: errno) }
+        var ok = false
+        defer { if !ok { unlink(temp) } }
+        let bytes = Array(text.utf8)
+        var written = 0
+        while written < bytes.count {
+            let n = bytes[written...].withUnsafeBytes { Foundation.write(fd, $0.baseAddress, $0.count) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                let e = errno
+                close(fd)
+                throw MetricsFileError(path: temp, operation: "write", errno: e)
+            }
+            written += n
+        }
+        if fsync(fd) != 0 {
+            let e = errno
+            close(fd)
+            throw MetricsFileError(path: temp, operation: "fsync", errno: e)
+        }
+        close(fd)
+        guard rename(temp, path) == 0 else { throw MetricsFileError(path: path, operation: "rename", errno: errno) }
+        ok = true
+    }
+}
+
+extension MetricsFile {
+    /// Publishes a run's metrics. A process that worked no run (another one in progress,
+    /// nothing to join) leaves the file as it is. The last success time moves only when the run
+    /// finished; otherwise the file's previous value is kept. Failing to read the database
+    /// figures or to write is logged and never changes the exit code.
+    func publish(outcome: RunOutcome?, runId: Int64?, exitCode: Int32, duration: TimeInterval,
+                 stats: WorkerStats, store: ChurnStore, logger: Logger) async {
+        switch outcome {
+        case .anotherRunInProgress?, .nothingToJoin?, .nothingToResume?, .otherBackfillUnfinished?:
+            logger.info("metrics file left as it is: this process worked no run", metadata: ["path": "\(path)"])
+            return
+        default: break
+        }
+        var metrics = RunMetrics(duration: duration, exitCode: exitCode, runId: runId, calls: stats.calls)
+        if case .finished? = outcome { metrics.lastSuccess = Date() } else { metrics.lastSuccess = previousLastSuccess() }
+        do {
+            metrics.figures = try await store.metricsFigures(runId: runId)
+        } catch {
+            logger.warning("metrics without database figures", metadata: ["error": "\(classify(error).0)"])
+        }
+        do {
+            try write(metrics.exposition)
+        } catch {
+            logger.error("cannot write the metrics file", metadata: ["error": "\(error)"])
+        }
+    }
+}
+
+extension RunOutcome {
+    /// The run this outcome is about; nil when there was none.
+    var runId: Int64? {
+        switch self {
+        case .finished(let s): return s.runId
+        case .joinedAndDrained(let id, _), .interrupted(let id, _), .appleUnavailable(let id, _), .unauthorized(let id): return id
+        case .databaseUnavailable(let id, _), .otherBackfillUnfinished(let id, _): return id
+        case .anotherRunInProgress(let id): return id
+        case .nothingToJoin, .nothingToResume: return nil
+        }
+    }
+
+    /// A short name for logs: finished, interrupted, ...
+    var label: String {
+        switch self {
+        case .finished: return "finished"
+        case .joinedAndDrained: return "joined_and_drained"
+        case .anotherRunInProgress: return "another_run_in_progress"
+        case .nothingToJoin: return "nothing_to_join"
+        case .interrupted: return "interrupted"
+        case .appleUnavailable: return "apple_unavailable"
+        case .unauthorized: return "unauthorized"
+        case .databaseUnavailable: return "database_unavailable"
+        case .nothingToResume: return "nothing_to_resume"
+        case .otherBackfillUnfinished: return "other_backfill_unfinished"
+        }
+    }
+}
+
+struct MetricsFileError: Error, CustomStringConvertible {
+    var path: String
+    var operation: String
+    var errno: Int32
+    var description: String { "cannot \(operation) \(path): \(String(cString: strerror(errno)))" }
+}

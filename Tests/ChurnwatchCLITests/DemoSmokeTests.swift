@@ -1,0 +1,113 @@
+import Foundation
+import Testing
+
+/// `ops/demo`, the README's first command, end to end with a small population and the debug
+/// binaries of this build (CHURNWATCH_BIN_DIR), in a directory of its own.
+@Suite("ops/demo")
+struct DemoSmokeTests {
+    static var repository: URL {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    }
+
+    /// Processes whose command line mentions `text`.
+    static func processes(mentioning text: String) -> [String] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.filter { Int($0) != nil }.compactMap { pid in
+            guard let data = FileManager.default.contents(atPath: "/proc/\(pid)/cmdline") else { return nil }
+            let command = String(decoding: data.map { $0 == 0 ? 0x20 : $0 }, as: UTF8.self)
+            return command.contains(text) ? "\(pid): \(command)" : nil
+        }
+    }
+
+    /// The exit status of child `pid` (128 + signal when killed). Not `Process.waitUntilExit`:
+    /// Foundation on Linux notices a child's exit by a socket the child inherits, and the
+    /// PostgreSQL server the demo leaves running inherits it too (swift-corelibs-foundation#4795).
+    static func waitForExit(_ pid: Int32) -> Int32 {
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 {
+            if errno != EINTR { return -1 }
+        }
+        let signal = status & 0x7f
+        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
+    }
+
+    @Test("300 subscribers, 2 nights: exits 0, shows each night's segments and events, the summary, the win-back queue and the explore commands, and stops the simulator")
+    func smallDemo() throws {
+        let demoDir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-demo-\(UUID().uuidString.prefix(8))")
+        let pgDir = demoDir.appendingPathComponent("pg").path
+        defer {
+            let destroy = Process()
+            destroy.executableURL = Self.repository.appendingPathComponent("ops/pg")
+            destroy.arguments = ["destroy"]
+            destroy.environment = ProcessInfo.processInfo.environment.merging(["CHURNWATCH_PG_DIR": pgDir]) { _, new in new }
+            try? destroy.run()
+            destroy.waitUntilExit()
+            try? FileManager.default.removeItem(at: demoDir)
+        }
+
+        let process = Process()
+        process.executableURL = Self.repository.appendingPathComponent("ops/demo")
+        var env = ProcessInfo.processInfo.environment
+        // The demo keeps its own cluster: nothing from the test's may leak in.
+        for key in ["DATABASE_URL", "TEST_DATABASE_URL", "CHURNWATCH_PG_DIR", "CHURNWATCH_PG_PORT"] { env[key] = nil }
+        env["DEMO_SUBSCRIBERS"] = "300"
+        env["DEMO_NIGHTS"] = "2"
+        env["DEMO_START"] = "2026-10-01T02:00:00Z"
+        env["CHURNWATCH_BIN_DIR"] = CLIRunner.binary.deletingLastPathComponent().path
+        env["CHURNWATCH_DEMO_DIR"] = demoDir.path
+        process.environment = env
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let errData = ReadAll(err.fileHandleForReading)
+        let outData = out.fileHandleForReading.readDataToEndOfFile()
+        let status = Self.waitForExit(process.processIdentifier)
+        let stdout = String(decoding: outData, as: UTF8.self)
+        let stderr = String(decoding: errData.wait(), as: UTF8.self)
+
+        #expect(status == 0, "stdout:\n\(stdout.suffix(2000))\nstderr:\n\(stderr.suffix(1500))")
+        for expected in ["night 1 of 2: 2026-10-01T02:00:00Z", "night 2 of 2: 2026-10-02T02:00:00Z",
+                         "run 1 done: 300 due, 300 polled, 0 failed", "run 2 done:",
+                         "segment                      subscriptions   change", "will_not_renew", "no earlier day in segment_daily",
+                         "change since 2026-10-01",
+                         "events this night: none (the first poll", "events this night by type",
+                         "summary: 2 nights of 300 subscribers", "events by type over the 2 nights", "win-back queue by campaign",
+                         "churnwatch winback claim --campaign save_offer --consumer demo --limit 3 --as-of 2026-10-02T02:00:00Z",
+                         "churnwatch status", "ops/pg stop"] {
+            #expect(stdout.contains(expected), "missing \"\(expected)\" in:\n\(stdout)")
+        }
+        // Every segment table adds up to the population.
+        let totals = stdout.split(separator: "\n").filter { $0.trimmingCharacters(in: .whitespaces).hasPrefix("total ") && $0.contains("  ") }
+        #expect(totals.count == 2, "\(totals)")
+        for line in totals {
+            #expect(line.split(separator: " ").dropFirst().first == "300", "\(line)")
+        }
+        // Night 2's events are listed one type per row with a count.
+        let eventRows = stdout.components(separatedBy: "events this night by type").last?
+            .split(separator: "\n").prefix(while: { !$0.contains("==>") })
+            .filter { $0.contains("|") && !$0.contains("event") } ?? []
+        #expect(!eventRows.isEmpty, "\(stdout)")
+        let simulator = Self.processes(mentioning: demoDir.appendingPathComponent("sim").path)
+        #expect(simulator.isEmpty, "the simulator outlived the demo: \(simulator)")
+    }
+}
+
+/// Reads a pipe to its end on another thread (so neither pipe fills while the other is read).
+private final class ReadAll: @unchecked Sendable {
+    private var data = Data()
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ handle: FileHandle) {
+        Thread.detachNewThread { [self] in
+            data = handle.readDataToEndOfFile()
+            done.signal()
+        }
+    }
+
+    func wait() -> Data {
+        done.wait()
+        return data
+    }
+}
