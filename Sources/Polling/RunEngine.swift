@@ -30,8 +30,24 @@ public struct RunOptions: Sendable {
     public var outageThreshold = 40
     /// Stored in the run row, for the record.
     public var params = PostgresJSON(text: "{}")
+    /// nil: the nightly run. Otherwise a backfill (its own lock, the same queue and budget).
+    public var backfill: BackfillRequest?
+    /// While PostgreSQL is away mid-run (restart, dropped connections), claims, commits and
+    /// heartbeats are tried again with capped exponential backoff for this long; then the run
+    /// stops, resumable.
+    public var databaseRetry = PostgresReconnectPolicy()
+
+    public var kind: RunRecord.Kind { backfill == nil ? .nightly : .backfill }
 
     public init(asOf: Date) { self.asOf = asOf }
+}
+
+/// What a backfill process is asked to do.
+public enum BackfillRequest: Sendable, Equatable {
+    /// Poll this cohort; an unfinished backfill of the same cohort is resumed instead.
+    case cohort(BackfillCohort, fullHistory: Bool)
+    /// Resume the unfinished backfill, whatever its cohort.
+    case resume
 }
 
 /// How a run ended.
@@ -40,16 +56,22 @@ public enum RunOutcome: Sendable {
     case finished(RunSummary)
     /// Joined a run and worked until nothing was left (the owner closes it).
     case joinedAndDrained(runId: Int64, polled: Int)
-    /// Another process owns the nightly run.
+    /// Another process owns the run of this kind (the nightly run, or the backfill).
     case anotherRunInProgress(runId: Int64?)
     /// Nothing to join.
     case nothingToJoin
+    /// `backfill --resume` with no unfinished backfill.
+    case nothingToResume
+    /// A backfill of another cohort is unfinished: one backfill at a time.
+    case otherBackfillUnfinished(runId: Int64, cohort: String)
     /// Stopped early (signal or time budget); the next `run` resumes it.
     case interrupted(runId: Int64, reason: String)
     /// Apple did not answer for longer than the retry budget; the next `run` resumes.
     case appleUnavailable(runId: Int64, detail: String)
     /// Apple rejected the API key.
     case unauthorized(runId: Int64)
+    /// PostgreSQL stayed away longer than the retry budget mid-run; the next `run` resumes.
+    case databaseUnavailable(runId: Int64, detail: String)
 }
 
 /// Counters one process keeps while it works a run (also written to its heartbeat).
@@ -80,8 +102,6 @@ public final class RunEngine: Sendable {
         self.state = LockedState(outageThreshold: options.outageThreshold)
     }
 
-    static let lockKey = PostgresAdvisoryLockKey.named("churnwatch.run.nightly")
-
     /// Asks the run to stop: no new claims; in-flight batches finish within the grace period.
     public func requestStop(_ reason: String) {
         state.requestStop(reason)
@@ -93,56 +113,96 @@ public final class RunEngine: Sendable {
     /// Runs (or resumes, or joins) and returns how it ended. `progress` is called after every
     /// committed batch.
     public func run(progress: (@Sendable (RunProgressReport) -> Void)? = nil) async throws -> RunOutcome {
-        if options.join { return try await joinRun(progress: progress) }
-        // The lock lives on its own connection for the whole run.
-        let lockPool = PostgresPool(connectionString: store.pool.connectionString, overrides: store.pool.overrides, size: 1, logger: logger)
-        defer { Task { await lockPool.close() } }
-        let got = try await lockPool.withConnection { try $0.tryAdvisoryLock(Self.lockKey) }
-        guard got else {
-            return .anotherRunInProgress(runId: try await store.runFindActive()?.id)
+        let kind = options.kind
+        // This process's locks live on a connection of their own for the whole run: its worker
+        // lock (others see it is alive) and, for the owner, the run lock of its kind.
+        let locks = RunLocks(store: store, logger: logger)
+        defer { Task { await locks.close() } }
+        _ = try await locks.take(ChurnStore.workerLockKey(options.workerName), name: "worker")
+        if options.join { return try await joinRun(locks: locks, progress: progress) }
+        guard try await locks.take(ChurnStore.runLockKey(kind), name: "\(kind.rawValue) run") else {
+            return .anotherRunInProgress(runId: try await store.runFindUnfinished(kind: kind)?.id)
         }
         let run: RunRecord
-        if let unfinished = try await store.runFindUnfinished(kind: .nightly) {
+        if let unfinished = try await store.runFindUnfinished(kind: kind) {
+            if case .cohort(let cohort, let fullHistory)? = options.backfill {
+                let stored = try? unfinished.params.decode(BackfillParams.self)
+                guard let stored, stored.sameWork(as: BackfillParams(cohort: cohort, fullHistory: fullHistory)) else {
+                    return .otherBackfillUnfinished(runId: unfinished.id, cohort: stored?.summary ?? "unknown")
+                }
+            }
             run = unfinished
+            // Items held by processes that are gone come back at once (their worker locks died
+            // with them); the heartbeat rule catches workers of older builds.
+            let dead = try await store.runItemsRecoverDead(runId: run.id)
             let recovered = try await store.runItemsRecover(runId: run.id, silence: options.lease)
             try await store.runResume(run.id)
-            logger.info("resuming run", metadata: ["run": "\(run.id)", "as_of": "\(run.asOf.ISO8601Format())", "recovered_items": "\(recovered)"])
+            logger.info("resuming run", metadata: ["run": "\(run.id)", "kind": "\(kind.rawValue)", "as_of": "\(run.asOf.ISO8601Format())",
+                                                   "recovered_items": "\(dead + recovered)"])
         } else {
-            let (created, byReason) = try await store.runCreateNightly(asOf: options.asOf, windows: options.windows, params: options.params)
-            run = created
-            logger.info("planned run", metadata: [
-                "run": "\(run.id)", "due": "\(run.due)",
-                "by_reason": "\(byReason.sorted { $0.key.priority < $1.key.priority }.map { "\($0.key.rawValue)=\($0.value)" }.joined(separator: " "))",
-            ])
+            switch options.backfill {
+            case nil:
+                let (created, byReason) = try await store.runCreateNightly(asOf: options.asOf, windows: options.windows, params: options.params)
+                run = created
+                logger.info("planned run", metadata: [
+                    "run": "\(run.id)", "due": "\(run.due)",
+                    "by_reason": "\(byReason.sorted { $0.key.priority < $1.key.priority }.map { "\($0.key.rawValue)=\($0.value)" }.joined(separator: " "))",
+                ])
+            case .resume?:
+                return .nothingToResume
+            case .cohort(let cohort, _)?:
+                run = try await store.runCreateBackfill(asOf: options.asOf, cohort: cohort, params: options.params)
+                logger.info("planned backfill", metadata: ["run": "\(run.id)", "due": "\(run.due)", "cohort": "\(cohort.summary)"])
+            }
         }
         state.setRun(run.id, due: run.due)
-        let ending = try await work(run: run, progress: progress)
+        let ending = try await work(run: run, locks: locks, progress: progress)
         switch ending {
         case .drained:
-            let summary = try await store.runFinish(run.id, asOf: run.asOf)
-            return .finished(summary)
+            do {
+                let summary = try await persist("finish") { try await self.store.runFinish(run.id, asOf: run.asOf) }
+                return .finished(summary)
+            } catch let error as PostgresError where error.isConnectionProblem {
+                return .databaseUnavailable(runId: run.id, detail: error.message)
+            }
         case .stopped(let reason):
-            try await store.runInterrupt(run.id)
+            try? await persist("interrupt") { try await self.store.runInterrupt(run.id) }
             return .interrupted(runId: run.id, reason: reason)
         case .appleUnavailable(let detail):
-            try await store.runInterrupt(run.id)
+            try? await persist("interrupt") { try await self.store.runInterrupt(run.id) }
             return .appleUnavailable(runId: run.id, detail: detail)
         case .unauthorized:
-            try await store.runInterrupt(run.id)
+            try? await persist("interrupt") { try await self.store.runInterrupt(run.id) }
             return .unauthorized(runId: run.id)
+        case .databaseUnavailable(let detail):
+            try? await store.runInterrupt(run.id)
+            return .databaseUnavailable(runId: run.id, detail: detail)
         }
     }
 
-    private func joinRun(progress: (@Sendable (RunProgressReport) -> Void)?) async throws -> RunOutcome {
-        guard let run = try await store.runFindActive() else { return .nothingToJoin }
+    private func joinRun(locks: RunLocks, progress: (@Sendable (RunProgressReport) -> Void)?) async throws -> RunOutcome {
+        guard let run = try await store.runFindUnfinished(kind: options.kind) else { return .nothingToJoin }
         state.setRun(run.id, due: run.due)
         logger.info("joining run", metadata: ["run": "\(run.id)", "worker": "\(options.workerName)"])
-        switch try await work(run: run, progress: progress) {
+        switch try await work(run: run, locks: locks, progress: progress) {
         case .drained: return .joinedAndDrained(runId: run.id, polled: state.stats.polled)
         case .stopped(let reason): return .interrupted(runId: run.id, reason: reason)
         case .appleUnavailable(let detail): return .appleUnavailable(runId: run.id, detail: detail)
         case .unauthorized: return .unauthorized(runId: run.id)
+        case .databaseUnavailable(let detail): return .databaseUnavailable(runId: run.id, detail: detail)
         }
+    }
+
+    /// Runs a database step of the run, again and again while PostgreSQL is away (within
+    /// `options.databaseRetry`). Every step wrapped so is safe to repeat: claims, batch commits
+    /// (idempotent), heartbeats, releases, the finish.
+    private func persist<T: Sendable>(_ what: String, _ operation: @Sendable () async throws -> T) async throws -> T {
+        let logger = self.logger
+        return try await store.pool.withReconnect(policy: options.databaseRetry, onRetry: { error, delay in
+            logger.warning("PostgreSQL unavailable: retrying", metadata: [
+                "operation": "\(what)", "retry_in_s": "\((delay * 10).rounded() / 10)", "error": "\(error.message)",
+            ])
+        }, operation)
     }
 
     enum Ending: Sendable {
@@ -150,39 +210,84 @@ public final class RunEngine: Sendable {
         case stopped(String)
         case appleUnavailable(String)
         case unauthorized
+        case databaseUnavailable(String)
+    }
+
+    private enum Child: Sendable {
+        case worker
+        case graceOver
+        case other
     }
 
     /// Claims, polls and commits until nothing is left or a stop is requested.
-    private func work(run: RunRecord, progress: (@Sendable (RunProgressReport) -> Void)?) async throws -> Ending {
+    private func work(run: RunRecord, locks: RunLocks, progress: (@Sendable (RunProgressReport) -> Void)?) async throws -> Ending {
         let started = Date()
-        if let max = options.maxDuration {
-            state.setDeadline(started.addingTimeInterval(max))
-        }
-        try await store.runWorkerHeartbeat(runId: run.id, worker: options.workerName)
+        let deadline = options.maxDuration.map { started.addingTimeInterval($0) }
+        if let deadline { state.setDeadline(deadline) }
+        try await persist("heartbeat") { try await self.store.runWorkerHeartbeat(runId: run.id, worker: self.options.workerName) }
         let workers = max(1, (options.concurrency + options.batchSize - 1) / options.batchSize)
         let perBatch = min(options.batchSize, max(1, options.concurrency))
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        await withTaskGroup(of: Child.self) { group in
             for _ in 0..<workers {
-                group.addTask { try await self.workerLoop(run: run, batch: perBatch, progress: progress) }
+                group.addTask {
+                    do {
+                        try await self.workerLoop(run: run, batch: perBatch, progress: progress)
+                    } catch let error as PostgresError where error.isConnectionProblem {
+                        self.state.end(.databaseUnavailable(error.message), reason: "PostgreSQL unavailable: \(error.message)")
+                    } catch is CancellationError {
+                        // The grace period ran out: the worker gave up its batch.
+                    } catch {
+                        self.state.fail(error)
+                    }
+                    return .worker
+                }
             }
             // The grace watchdog: once a stop is requested, in-flight work has `shutdownGrace`.
             group.addTask {
                 await self.state.waitForStop()
-                try? await Task.sleep(nanoseconds: UInt64(self.options.shutdownGrace * 1_000_000_000))
-                self.state.markGraceOver()
+                if self.state.isDone { return .other }
+                try? await Task.sleep(nanoseconds: UInt64(max(0, self.options.shutdownGrace) * 1_000_000_000))
+                return Task.isCancelled ? .other : .graceOver
             }
-            var finishedWorkers = 0
-            while finishedWorkers < workers, let _ = try await group.next() {
-                if state.graceOver && !state.workersAreDone {
-                    // The watchdog returned: in-flight work had its grace period.
-                    group.cancelAll()
+            // The time budget: a stop like a signal, even while every worker waits on Apple.
+            if let deadline {
+                group.addTask {
+                    try? await Task.sleep(nanoseconds: UInt64(max(0, deadline.timeIntervalSinceNow) * 1_000_000_000))
+                    if !Task.isCancelled { self.state.requestStop("time budget (--max-duration) used up") }
+                    return .other
                 }
-                finishedWorkers += 1
+            }
+            // The locks: after a PostgreSQL restart, taken again on a new connection.
+            group.addTask {
+                while !Task.isCancelled {
+                    try? await Task.sleep(nanoseconds: 1_000_000_000)
+                    if !Task.isCancelled { await locks.keep() }
+                }
+                return .other
+            }
+            var running = workers
+            while running > 0, let child = await group.next() {
+                switch child {
+                case .worker:
+                    running -= 1
+                case .graceOver:
+                    // In-flight work did not finish in time: abandon it (cancelled requests
+                    // return at once; their items go back to pending, nothing is committed).
+                    logger.warning("shutdown grace over: abandoning in-flight work", metadata: ["grace_s": "\(options.shutdownGrace)"])
+                    state.markGraceOver()
+                    group.cancelAll()
+                case .other:
+                    break
+                }
             }
             state.workersDone()
             group.cancelAll()
         }
+        if state.graceOver {
+            _ = try? await store.runItemsReleaseAll(runId: run.id, worker: options.workerName)
+        }
         try? await store.runWorkerHeartbeat(runId: run.id, worker: options.workerName, stats: try PostgresJSON(encoding: state.stats))
+        if let failure = state.failure { throw failure }
         if let ending = state.abnormalEnding { return ending }
         return .drained
     }
@@ -204,13 +309,17 @@ public final class RunEngine: Sendable {
                 // simulated night (--as-of) records the same times a real one would.
                 let detectedAt = run.asOf.addingTimeInterval(Date().timeIntervalSince(state.stats.startedAt))
                 let started = Date()
-                let counts = try await store.pollResultsCommit(runId: run.id, worker: worker, asOf: run.asOf,
-                                                             detectedAt: detectedAt, finished.map(\.write))
+                let writes = finished.map(\.write)
+                let counts = try await persist("commit") {
+                    try await self.store.pollResultsCommit(runId: run.id, worker: worker, asOf: run.asOf, detectedAt: detectedAt, writes)
+                }
                 logger.trace("committed", metadata: ["items": "\(finished.count)", "commit_ms": "\(Int(Date().timeIntervalSince(started) * 1000))"])
                 let report = state.record(finished, counts)
+                state.endFlight(writes.map(\.item.originalTransactionId))
                 finished.removeAll(keepingCapacity: true)
                 lastCommit = Date()
-                try await store.runWorkerHeartbeat(runId: run.id, worker: worker, stats: try PostgresJSON(encoding: state.stats))
+                let stats = try PostgresJSON(encoding: state.stats)
+                try await persist("heartbeat") { try await self.store.runWorkerHeartbeat(runId: run.id, worker: worker, stats: stats) }
                 progress?(report)
             }
 
@@ -219,11 +328,16 @@ public final class RunEngine: Sendable {
                     // Out of time: what finished is committed, what did not goes back to pending.
                     group.cancelAll()
                     try await commit()
-                    try await store.runItemsRelease(runId: run.id, worker: worker, ids: Array(inFlight))
+                    try? await store.runItemsRelease(runId: run.id, worker: worker, ids: Array(inFlight))
+                    state.endFlight(Array(inFlight))
                     return
                 }
                 if inFlight.count <= batch / 2, !state.shouldStopClaiming() {
-                    let items = try await store.runItemsClaim(runId: run.id, worker: worker, limit: batch - inFlight.count, lease: options.lease)
+                    let want = batch - inFlight.count
+                    let items = try await persist("claim") {
+                        try await self.store.runItemsClaim(runId: run.id, worker: worker, limit: want, lease: self.options.lease)
+                    }
+                    state.beginFlight(items.map(\.originalTransactionId))
                     for item in items {
                         inFlight.insert(item.originalTransactionId)
                         group.addTask { await self.poller.poll(item, asOf: run.asOf) }
@@ -231,8 +345,17 @@ public final class RunEngine: Sendable {
                     othersHoldTheRest = false
                     if items.isEmpty && inFlight.isEmpty {
                         try await commit()
-                        if try await store.runProgress(run.id).finished { return }
-                        // Others hold the rest under lease; look again shortly (their leases may expire).
+                        if try await persist("progress", { try await self.store.runProgress(run.id) }).finished { return }
+                        // Others hold the rest. Items of processes that died come back at once, a
+                        // claim of ours whose answer was lost with a connection after ten seconds,
+                        // the rest when their lease expires.
+                        if state.orphanCheckDue() {
+                            let keep = state.inFlight
+                            _ = try await persist("recover") {
+                                try await self.store.runItemsRecoverDead(runId: run.id)
+                                    + self.store.runItemsReleaseOrphans(runId: run.id, worker: worker, keep: keep, lease: self.options.lease, olderThan: 10)
+                            }
+                        }
                         othersHoldTheRest = true
                     }
                 }
@@ -254,6 +377,63 @@ public final class RunEngine: Sendable {
             }
         }
     }
+}
+
+/// The advisory locks one process holds while it works a run, on a connection of their own:
+/// its worker lock (always) and the run lock of its kind (the owner). After that connection
+/// was lost (a PostgreSQL restart, a terminated backend), `keep()` takes them again on a new one.
+final class RunLocks: @unchecked Sendable {
+    private let pool: PostgresPool
+    private let logger: Logger
+    private let lock = NSLock()
+    private var held: [Int64: String] = [:]
+    private var backend: Int32 = 0
+
+    init(store: ChurnStore, logger: Logger) {
+        pool = PostgresPool(connectionString: store.pool.connectionString, overrides: store.pool.overrides, size: 1, logger: logger)
+        self.logger = logger
+    }
+
+    /// Takes `key` without waiting; true when granted (and kept from then on).
+    func take(_ key: Int64, name: String) async throws -> Bool {
+        let (got, pid) = try await pool.withConnection { c in (try c.tryAdvisoryLock(key), c.backendPID) }
+        lock.withLock {
+            if got { held[key] = name }
+            backend = pid
+        }
+        return got
+    }
+
+    /// Checks the lock connection; on a new connection, takes every lock again.
+    func keep() async {
+        let (wanted, known) = lock.withLock { (held, backend) }
+        do {
+            let (pid, lost) = try await pool.withConnection { c -> (Int32, [Int64]) in
+                try c.execute("SELECT 1")
+                guard c.backendPID != known else { return (c.backendPID, []) }
+                var lost: [Int64] = []
+                for key in wanted.keys where try !c.tryAdvisoryLock(key) { lost.append(key) }
+                return (c.backendPID, lost)
+            }
+            guard pid != known else { return }
+            lock.withLock {
+                backend = pid
+                for key in lost { held[key] = nil }
+            }
+            if lost.isEmpty {
+                logger.notice("reconnected: took this process's locks again")
+            } else {
+                // Another process took the run while we were cut off. It works the same queue;
+                // this one goes on as a helper (closing a run twice is harmless).
+                logger.warning("reconnected, but another process holds the lock now: going on as a helper",
+                               metadata: ["locks": "\(lost.compactMap { wanted[$0] }.joined(separator: ", "))"])
+            }
+        } catch {
+            logger.debug("lock connection unavailable; trying again", metadata: ["error": "\(error)"])
+        }
+    }
+
+    func close() async { await pool.close() }
 }
 
 /// What a progress display needs after each batch.
@@ -280,12 +460,43 @@ final class LockedState: @unchecked Sendable {
     private var stopWaiters: [CheckedContinuation<Void, Never>] = []
     private var done = false
     private let outageThreshold: Int
+    private var _failure: (any Error)?
+    private var _inFlight: Set<String> = []
+    private var lastOrphanCheck = Date.distantPast
 
     init(outageThreshold: Int) { self.outageThreshold = outageThreshold }
 
     var stats: WorkerStats { lock.withLock { _stats } }
     var graceOver: Bool { lock.withLock { _graceOver } }
     var abnormalEnding: RunEngine.Ending? { lock.withLock { ending } }
+    var isDone: Bool { lock.withLock { done } }
+    /// The first unexpected error of a worker (a bug): the run stops and the error is thrown.
+    var failure: (any Error)? { lock.withLock { _failure } }
+    /// Items this process is polling right now.
+    var inFlight: [String] { lock.withLock { Array(_inFlight) } }
+
+    func beginFlight(_ ids: [String]) { lock.withLock { _inFlight.formUnion(ids) } }
+    func endFlight(_ ids: [String]) { lock.withLock { _inFlight.subtract(ids) } }
+
+    /// True at most every two seconds per process: time to look for items of dead workers.
+    func orphanCheckDue() -> Bool {
+        lock.withLock {
+            guard Date().timeIntervalSince(lastOrphanCheck) >= 2 else { return false }
+            lastOrphanCheck = Date()
+            return true
+        }
+    }
+
+    /// Ends the run this way (unless it already ends another way) and stops claiming.
+    func end(_ why: RunEngine.Ending, reason: String) {
+        lock.withLock { if ending == nil { ending = why } }
+        requestStop(reason)
+    }
+
+    func fail(_ error: any Error) {
+        lock.withLock { if _failure == nil { _failure = error } }
+        requestStop("internal error")
+    }
 
     func setRun(_ id: Int64, due: Int) { lock.withLock { runId = id; self.due = due } }
     func setDeadline(_ d: Date) { lock.withLock { deadline = d } }
@@ -325,7 +536,6 @@ final class LockedState: @unchecked Sendable {
     }
 
     func markGraceOver() { lock.withLock { _graceOver = true } }
-    var workersAreDone: Bool { lock.withLock { done } }
 
     func shouldStopClaiming() -> Bool {
         var expired = false

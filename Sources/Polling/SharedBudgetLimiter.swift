@@ -6,6 +6,10 @@ import Foundation
 /// row in PostgreSQL (`churnwatch.api_budget`), a few at a time, and each process spaces its
 /// own calls evenly with an in-process bucket. The sum over all processes never exceeds the
 /// configured rate; one process alone uses all of it.
+///
+/// A process given a `BudgetYield` (a backfill) keeps to a share of the rate while something
+/// more important (a nightly run) is working: it paces itself at `share` × the rate and draws
+/// fewer tokens at a time, so the other processes get the rest of the same bucket.
 public actor SharedBudgetLimiter: AppStoreRateLimiter {
     private let store: ChurnStore
     private let limits: AppStoreRateLimits
@@ -13,28 +17,47 @@ public actor SharedBudgetLimiter: AppStoreRateLimiter {
     private let clock: any AppStoreClock
     private let namespace: String
     private var stash: [RateLimitKey: Int] = [:]
+    private let yield: BudgetYield?
+    private let yieldingLocal: TokenBucketRateLimiter?
+    private var yielding = false
+    private var yieldCheckedAt = Date.distantPast
+    private var yieldChecking = false
 
     /// - Parameters:
     ///   - namespace: what the budget belongs to (the app's bundle id): apps have separate budgets.
-    public init(store: ChurnStore, limits: AppStoreRateLimits, namespace: String, clock: any AppStoreClock = SystemClock()) {
+    ///   - yield: when set, this process takes only a share of the budget while `yield.isActive` says so.
+    public init(store: ChurnStore, limits: AppStoreRateLimits, namespace: String, clock: any AppStoreClock = SystemClock(),
+                yield: BudgetYield? = nil) {
         self.store = store
         self.limits = limits
         self.namespace = namespace
         self.clock = clock
         self.local = TokenBucketRateLimiter(limits: limits, burst: 1, clock: clock)
+        self.yield = yield
+        self.yieldingLocal = yield.map { y in
+            TokenBucketRateLimiter(limits: AppStoreRateLimits(production: limits.production.mapValues { $0 * y.share },
+                                                              sandbox: limits.sandbox.mapValues { $0 * y.share }),
+                                   burst: 1, clock: clock)
+        }
     }
 
     func bucketKey(_ key: RateLimitKey) -> String { "\(namespace)/\(key.endpoint.rawValue)/\(key.environment.rawValue)" }
 
+    /// True while this process keeps to its share (for tests and logs).
+    public var isYielding: Bool { yielding }
+
     public func acquire(_ key: RateLimitKey, maxWait: TimeInterval) async throws -> RateLimitDecision {
+        await refreshYield()
         let deadline = clock.now().addingTimeInterval(maxWait)
         let rate = limits.perSecond(key)
         // Take about a fifth of a second's worth at a time: few round trips, little hoarding.
+        // The bucket row itself always has the full rate and burst, whoever asks.
         let chunk = max(1, Int(rate / 5))
+        let want = yielding ? max(1, Int(rate * (yield?.share ?? 1) / 5)) : chunk
         while (stash[key] ?? 0) == 0 {
             let grant: BudgetGrant
             do {
-                grant = try await store.apiBudgetTake(key: bucketKey(key), rate: rate, burst: max(Double(chunk), rate / 2), want: chunk)
+                grant = try await store.apiBudgetTake(key: bucketKey(key), rate: rate, burst: max(Double(chunk), rate / 2), want: want)
             } catch {
                 // The database is the source of truth; without it, wait a little and ask again.
                 grant = BudgetGrant(granted: 0, retryAfter: 0.5)
@@ -49,7 +72,8 @@ public actor SharedBudgetLimiter: AppStoreRateLimiter {
         }
         stash[key, default: 0] -= 1
         let remaining = max(0, deadline.timeIntervalSince(clock.now()))
-        let decision = try await local.acquire(key, maxWait: remaining)
+        let pacer = yielding ? (yieldingLocal ?? local) : local
+        let decision = try await pacer.acquire(key, maxWait: remaining)
         if case .notBefore = decision { stash[key, default: 0] += 1 }
         return decision
     }
@@ -57,6 +81,44 @@ public actor SharedBudgetLimiter: AppStoreRateLimiter {
     public func rateLimited(_ key: RateLimitKey, until: Date) async {
         stash[key] = 0
         await local.rateLimited(key, until: until)
+        await yieldingLocal?.rateLimited(key, until: until)
         try? await store.apiBudgetPause(key: bucketKey(key), until: until)
+    }
+
+    /// Asks `yield.isActive` again when its interval has passed (one question at a time).
+    private func refreshYield() async {
+        guard let yield, !yieldChecking, clock.now().timeIntervalSince(yieldCheckedAt) >= yield.interval else { return }
+        yieldChecking = true
+        let answer = await yield.isActive()
+        yieldChecking = false
+        yieldCheckedAt = clock.now()
+        if let active = answer, active != yielding {
+            yielding = active
+            // Tokens drawn at the full pace go back to the pool of this process only by use;
+            // drop them so the share starts now.
+            if active { stash = [:] }
+            yield.onChange?(active)
+        }
+    }
+}
+
+/// Keeping to a share of the budget while something more important works.
+public struct BudgetYield: Sendable {
+    /// The fraction of the rate used while yielding (0 < share ≤ 1).
+    public var share: Double
+    /// Seconds between two questions to `isActive`.
+    public var interval: TimeInterval
+    /// True while the more important work is going on; nil when that cannot be told right now
+    /// (the database is away): nothing changes.
+    public var isActive: @Sendable () async -> Bool?
+    /// Told when yielding starts (true) or ends (false), for a log line.
+    public var onChange: (@Sendable (Bool) -> Void)?
+
+    public init(share: Double, interval: TimeInterval = 1, isActive: @escaping @Sendable () async -> Bool?,
+                onChange: (@Sendable (Bool) -> Void)? = nil) {
+        self.share = min(1, max(0.001, share))
+        self.interval = interval
+        self.isActive = isActive
+        self.onChange = onChange
     }
 }

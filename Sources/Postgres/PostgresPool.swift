@@ -80,6 +80,44 @@ public final class PostgresPool: Sendable {
         }
     }
 
+    /// Runs `operation` (which uses this pool or any other) and, while it fails because
+    /// PostgreSQL went away (a dropped connection, a restart, a server that does not answer
+    /// yet), runs it again after a capped exponential backoff, for at most `policy.budget`
+    /// seconds after the first such failure. Any other error is thrown at once. `operation`
+    /// must be safe to run again: after a lost connection it may or may not have committed.
+    ///
+    /// - Parameter onRetry: told about each failure that will be retried, with the wait before
+    ///   the next attempt (for a log line).
+    /// - Throws: the operation's error; when the budget is used up, a `.connectionLost` error
+    ///   saying for how long PostgreSQL was unreachable; `CancellationError` when the task is
+    ///   cancelled while waiting.
+    public func withReconnect<T: Sendable>(
+        policy: PostgresReconnectPolicy = PostgresReconnectPolicy(),
+        onRetry: (@Sendable (PostgresError, TimeInterval) -> Void)? = nil,
+        _ operation: @Sendable () async throws -> T
+    ) async throws -> T {
+        var firstFailure: Date?
+        var attempt = 0
+        while true {
+            do {
+                return try await operation()
+            } catch let error as PostgresError where error.isConnectionProblem {
+                let now = Date()
+                let since = firstFailure ?? now
+                firstFailure = since
+                attempt += 1
+                let delay = policy.delay(afterAttempt: attempt)
+                if now.addingTimeInterval(delay).timeIntervalSince(since) > policy.budget {
+                    throw PostgresError(kind: .connectionLost,
+                                        message: "PostgreSQL unreachable for \(Int(now.timeIntervalSince(since)))s, gave up: \(error.message)",
+                                        statement: error.statement)
+                }
+                onRetry?(error, delay)
+                try await Task.sleep(nanoseconds: UInt64(delay * 1_000_000_000))
+            }
+        }
+    }
+
     /// Closes every idle connection. In-flight closures finish first on their queues.
     public func close() async {
         for slot in slots {
@@ -151,5 +189,34 @@ private actor SlotManager {
         } else {
             free.append(index)
         }
+    }
+}
+
+/// How long and how often `PostgresPool.withReconnect` tries again while PostgreSQL is away.
+public struct PostgresReconnectPolicy: Sendable, Equatable {
+    /// Seconds before the second attempt; doubled for each further one.
+    public var initialDelay: TimeInterval
+    /// The longest wait between two attempts, in seconds.
+    public var maxDelay: TimeInterval
+    /// Seconds after the first failure after which no further attempt starts.
+    public var budget: TimeInterval
+
+    public init(initialDelay: TimeInterval = 0.1, maxDelay: TimeInterval = 5, budget: TimeInterval = 120) {
+        self.initialDelay = max(0.001, initialDelay)
+        self.maxDelay = max(self.initialDelay, maxDelay)
+        self.budget = max(0, budget)
+    }
+
+    /// The wait after failed attempt `attempt` (1-based): `initialDelay · 2^(attempt-1)`, capped.
+    public func delay(afterAttempt attempt: Int) -> TimeInterval {
+        min(maxDelay, initialDelay * pow(2, Double(min(max(0, attempt - 1), 30))))
+    }
+}
+
+extension PostgresError {
+    /// The server is unreachable or the connection broke: worth trying again later, on a new
+    /// connection. (Errors the server reports on a working connection are not.)
+    public var isConnectionProblem: Bool {
+        kind == .connectionLost || kind == .connectionFailed
     }
 }

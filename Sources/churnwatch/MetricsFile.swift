@@ -204,7 +204,7 @@ extension MetricsFile {
     func publish(outcome: RunOutcome?, runId: Int64?, exitCode: Int32, duration: TimeInterval,
                  stats: WorkerStats, store: ChurnStore, logger: Logger) async {
         switch outcome {
-        case .anotherRunInProgress?, .nothingToJoin?:
+        case .anotherRunInProgress?, .nothingToJoin?, .nothingToResume?, .otherBackfillUnfinished?:
             logger.info("metrics file left as it is: this process worked no run", metadata: ["path": "\(path)"])
             return
         default: break
@@ -230,8 +230,9 @@ extension RunOutcome {
         switch self {
         case .finished(let s): return s.runId
         case .joinedAndDrained(let id, _), .interrupted(let id, _), .appleUnavailable(let id, _), .unauthorized(let id): return id
+        case .databaseUnavailable(let id, _), .otherBackfillUnfinished(let id, _): return id
         case .anotherRunInProgress(let id): return id
-        case .nothingToJoin: return nil
+        case .nothingToJoin, .nothingToResume: return nil
         }
     }
 
@@ -245,6 +246,9 @@ extension RunOutcome {
         case .interrupted: return "interrupted"
         case .appleUnavailable: return "apple_unavailable"
         case .unauthorized: return "unauthorized"
+        case .databaseUnavailable: return "database_unavailable"
+        case .nothingToResume: return "nothing_to_resume"
+        case .otherBackfillUnfinished: return "other_backfill_unfinished"
         }
     }
 }

@@ -17,6 +17,8 @@ struct RunCommand: AsyncParsableCommand {
             An unfinished earlier run (crash, SIGTERM, time budget, Apple outage) is resumed, not restarted.
             SIGTERM or SIGINT stops claiming, finishes in-flight work, commits and exits 75 ("resumable: run N");
             a second signal exits at once.
+            PostgreSQL going away mid-run: claims and commits are retried for up to 2 minutes, then exit 75.
+            --join works the nightly run only (a backfill is joined with `backfill --join`). See docs/robustness.md.
             """
     )
 
@@ -127,6 +129,10 @@ struct RunCommand: AsyncParsableCommand {
             throw CLIError.resumable("resumable: run \(runId) (Apple unavailable: \(detail))")
         case .unauthorized(let runId):
             throw CLIError.configuration("Apple rejected the API key: check issuer id, key id and key (run \(runId) is resumable)")
+        case .databaseUnavailable(let runId, let detail):
+            throw CLIError.resumable("resumable: run \(runId) (PostgreSQL unavailable: \(detail))")
+        case .nothingToResume, .otherBackfillUnfinished:
+            break // backfill only
         }
     }
 }

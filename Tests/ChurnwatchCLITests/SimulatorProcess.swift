@@ -18,13 +18,19 @@ final class SimulatorProcess: @unchecked Sendable {
     }
 
     /// Starts the simulator and waits (bounded) until it says it is listening.
-    static func start(subscribers: Int, seed: Int, start: String, extra: [String] = []) throws -> SimulatorProcess {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-sim-\(UUID().uuidString.prefix(8))")
+    ///
+    /// - Parameters:
+    ///   - ports: the production and sandbox ports of an earlier simulator (a restart "at the
+    ///     same address"); free ports when nil.
+    ///   - directory: reuse the files (keys, root, env) of an earlier simulator; a new one when nil.
+    static func start(subscribers: Int, seed: Int, start: String, extra: [String] = [],
+                      ports: (production: Int, sandbox: Int)? = nil, directory: URL? = nil) throws -> SimulatorProcess {
+        let dir = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("cw-sim-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let process = Process()
         process.executableURL = binary
         process.arguments = ["serve", "--subscribers", String(subscribers), "--seed", String(seed), "--start", start,
-                             "--port", "0", "--pki-dir", dir.appendingPathComponent("pki").path] + extra
+                             "--port", String(ports?.production ?? 0)] + (ports.map { ["--sandbox-port", String($0.sandbox)] } ?? []) + ["--pki-dir", dir.appendingPathComponent("pki").path] + extra
         let out = Pipe()
         process.standardOutput = out
         process.standardError = out
@@ -76,10 +82,15 @@ final class SimulatorProcess: @unchecked Sendable {
 
     var subscriptionsCSV: URL { directory.appendingPathComponent("pki/subscriptions.csv") }
 
-    func stop() {
+    func stop(keepingFiles: Bool = false) {
         if process.isRunning { process.terminate() }
         process.waitUntilExit()
-        try? FileManager.default.removeItem(at: directory)
+        if !keepingFiles { try? FileManager.default.removeItem(at: directory) }
+    }
+
+    /// The ports it listens on (to start another one at the same address).
+    var ports: (production: Int, sandbox: Int) {
+        (URLComponents(string: productionURL)?.port ?? 0, URLComponents(string: sandboxURL)?.port ?? 0)
     }
 
     // MARK: HTTP

@@ -1,0 +1,277 @@
+import AppStoreServerAPI
+import ArgumentParser
+import ChurnModel
+import ChurnStore
+import Foundation
+import Logging
+import Polling
+import Postgres
+
+struct BackfillCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "backfill",
+        abstract: "Poll a cohort of subscriptions now: a run of kind backfill, on the nightly run's queue and Apple budget.",
+        discussion: """
+            Cohort selectors combine (AND): --product, --group, --purchased-from/--purchased-to, --ids,
+            --segment, --environment; --all selects every registered subscription (with other selectors
+            it adds nothing: --all --environment Sandbox is every Sandbox subscription).
+            Product, group and original purchase date are known only after a first successful poll:
+            never-polled subscriptions have none, so those selectors leave them out (--segment unknown,
+            --ids, --environment and --all include them; the nightly run polls them anyway as "new").
+            --purchased-from/--purchased-to compare Apple's original purchase date in [from, to); a date
+            alone means its midnight UTC (January: --purchased-from 2026-01-01 --purchased-to 2026-02-01).
+
+            Budget: a backfill draws from the same shared Apple budget as every other process, so together
+            they never exceed the configured rate. While a nightly run is active (its owner holds the
+            nightly lock), the backfill keeps to --nightly-share of the rate (default 0.2: at most 20 %, so
+            the night keeps at least 80 %); otherwise it uses all of it.
+
+            One backfill at a time (a lock of its own, separate from the nightly run's). A stopped backfill
+            (crash, SIGTERM, --max-duration, Apple or PostgreSQL unavailable) is resumed by running the same
+            command again or `churnwatch backfill --resume`; a backfill of another cohort is refused (exit 75)
+            until it is done. SIGTERM or SIGINT stops claiming, finishes in-flight work within
+            --shutdown-grace, commits and exits 75 ("resumable: run N"); a second signal exits at once.
+            Exit codes as `run`: 0 done, 75 stopped early but resumable, 78 bad configuration,
+            69 a dependency unreachable at start, 1 a bug.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var apple: AppleOptions
+
+    @Option(name: .customLong("product"), parsing: .upToNextOption, help: ArgumentHelp("Current product id(s).", valueName: "id"))
+    var products: [String] = []
+
+    @Option(name: .customLong("group"), help: ArgumentHelp("Subscription group id.", valueName: "id"))
+    var group: String?
+
+    @Option(name: .customLong("purchased-from"), help: ArgumentHelp("Original purchase at or after this time (ISO 8601, or a date).", valueName: "time"))
+    var purchasedFrom: String?
+
+    @Option(name: .customLong("purchased-to"), help: ArgumentHelp("Original purchase before this time (ISO 8601, or a date).", valueName: "time"))
+    var purchasedTo: String?
+
+    @Option(name: .customLong("ids"), help: ArgumentHelp("A file with one original transaction id per line (blank lines and # comments skipped).", valueName: "file"))
+    var idsFile: String?
+
+    @Option(name: .customLong("segment"), parsing: .upToNextOption, help: ArgumentHelp("Current segment(s), e.g. billing_retry unknown.", valueName: "name"))
+    var segments: [String] = []
+
+    @Option(name: .customLong("environment"), help: ArgumentHelp("Registered environment: Production or Sandbox.", valueName: "env"))
+    var environment: String?
+
+    @Flag(name: .customLong("all"), help: "Every registered subscription (other selectors still narrow it).")
+    var all = false
+
+    @Flag(name: .customLong("full-history"), help: "Read every subscription's whole transaction history again (one history call per 20 transactions).")
+    var fullHistory = false
+
+    @Flag(name: .customLong("dry-run"), help: "Print the cohort's size, the API calls and the time they take; write nothing.")
+    var dryRun = false
+
+    @Flag(name: .customLong("resume"), help: "Resume the unfinished backfill, whatever its cohort.")
+    var resume = false
+
+    @Flag(name: .customLong("join"), help: "Work the backfill in progress alongside its owner; no planning, no closing.")
+    var join = false
+
+    @Option(name: .customLong("as-of"), help: ArgumentHelp("The moment the backfill is for, ISO 8601 (default: now).", valueName: "time"))
+    var asOf: String?
+
+    @Option(name: .customLong("nightly-share"), help: ArgumentHelp("The share of Apple's budget the backfill keeps to while a nightly run is active (default 0.2).", valueName: "fraction"))
+    var nightlyShare = "0.2"
+
+    @Option(name: .customLong("concurrency"), help: "Apple requests in flight at once in this process.")
+    var concurrency = 32
+
+    @Option(name: .customLong("batch-size"), help: "Items claimed and committed together.")
+    var batchSize = 16
+
+    @Option(name: .customLong("max-duration"), help: ArgumentHelp("Stop claiming after this long and exit 75 (resumable), e.g. 2h.", valueName: "duration"))
+    var maxDuration: String?
+
+    @Option(name: .customLong("shutdown-grace"), help: ArgumentHelp("After a stop request, how long in-flight work may take (default 30s).", valueName: "duration"))
+    var shutdownGrace = "30s"
+
+    func run() async throws {
+        global.bootstrapLogging()
+        try await reportingErrors {
+            let logger = Logger(label: "churnwatch.backfill")
+            let env = ProcessInfo.processInfo.environment
+            let url = try global.resolvedDatabaseURL(env)
+            let asOfDate = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
+            let cohort = try resolvedCohort()
+            if resume || join {
+                guard !cohort.hasSelector else { throw CLIError.configuration("--\(resume ? "resume" : "join") takes no cohort selectors: it works the unfinished backfill") }
+                guard !dryRun else { throw CLIError.configuration("--dry-run needs a cohort, not --\(resume ? "resume" : "join")") }
+            } else if !cohort.hasSelector {
+                throw CLIError.configuration("backfill needs a cohort: --product, --group, --purchased-from/--purchased-to, --ids, --segment, --environment, or --all")
+            }
+            guard let share = Double(nightlyShare), share > 0, share <= 1 else {
+                throw CLIError.configuration("--nightly-share \"\(nightlyShare)\" is not a fraction in (0, 1] (e.g. 0.2)")
+            }
+            if dryRun {
+                try await printDryRun(url: url, cohort: cohort, asOf: asOfDate, share: share, env: env)
+                return
+            }
+
+            var options = RunOptions(asOf: asOfDate)
+            guard concurrency > 0, batchSize > 0 else { throw CLIError.configuration("--concurrency and --batch-size must be positive") }
+            options.concurrency = concurrency
+            options.batchSize = batchSize
+            options.join = join
+            if let maxDuration {
+                guard let d = PlanWindows.parseDuration(maxDuration), d > 0 else {
+                    throw CLIError.configuration("--max-duration \"\(maxDuration)\" is not a duration (e.g. 2h)")
+                }
+                options.maxDuration = d
+            }
+            guard let grace = PlanWindows.parseDuration(shutdownGrace) else {
+                throw CLIError.configuration("--shutdown-grace \"\(shutdownGrace)\" is not a duration (e.g. 30s)")
+            }
+            options.shutdownGrace = grace
+            let config = try apple.configuration(logger: logger)
+
+            let workers = max(1, (concurrency + batchSize - 1) / batchSize)
+            let pool = PostgresPool(connectionString: url, size: workers + 2, logger: Logger(label: "churnwatch.postgres"))
+            let store = ChurnStore(pool: pool, logger: logger)
+            try await store.schemaCheck()
+
+            var history = fullHistory
+            if resume || join {
+                // The poller follows the unfinished backfill's own settings.
+                guard let unfinished = try await store.runFindUnfinished(kind: .backfill) else {
+                    print(resume ? "no unfinished backfill to resume" : "no backfill in progress to join")
+                    return
+                }
+                history = (try? unfinished.params.decode(BackfillParams.self))?.fullHistory ?? false
+                options.backfill = .resume
+            } else {
+                options.backfill = .cohort(cohort, fullHistory: fullHistory)
+            }
+            options.fullHistory = history
+            options.params = try PostgresJSON(encoding: BackfillParams(cohort: cohort, fullHistory: history,
+                                                                       concurrency: concurrency, batchSize: batchSize))
+
+            let budgetLogger = logger
+            let yield = BudgetYield(share: share, interval: 1, isActive: {
+                try? await store.runLockHeld(.nightly)
+            }, onChange: { active in
+                if active {
+                    budgetLogger.notice("a nightly run is active: the backfill keeps to its share of the budget", metadata: ["share": "\(share)"])
+                } else {
+                    budgetLogger.notice("no nightly run: the backfill uses the whole budget")
+                }
+            })
+            let limiter = SharedBudgetLimiter(store: store, limits: config.rateLimits, namespace: config.bundleId, yield: yield)
+            let client = AppStoreServerAPIClient(configuration: config, limiter: limiter, logger: Logger(label: "churnwatch.appstore"))
+            let engine = RunEngine(store: store, poller: SubscriptionPoller(client: client, fullHistory: history), options: options, logger: logger)
+            let signals = SignalHandler { engine.requestStop("signal") }
+            defer { signals.cancel() }
+
+            let outcome = try await engine.run { report in
+                logger.debug("batch committed", metadata: ["run": "\(report.runId)", "polled": "\(report.polled)", "failed": "\(report.failed)"])
+            }
+            try Self.report(outcome, stats: engine.stats)
+        }
+    }
+
+    /// The cohort from the selector flags; a configuration error (78) naming the flag when one is wrong.
+    func resolvedCohort() throws -> BackfillCohort {
+        var c = BackfillCohort()
+        c.all = all
+        c.productIds = products.flatMap { $0.split(separator: ",").map { String($0).trimmingCharacters(in: .whitespaces) } }.filter { !$0.isEmpty }
+        if let group {
+            guard !group.isEmpty else { throw CLIError.configuration("--group needs a subscription group id") }
+            c.groupId = group
+        }
+        c.purchasedFrom = try TimeArgument.parse(purchasedFrom, flag: "--purchased-from")
+        c.purchasedBefore = try TimeArgument.parse(purchasedTo, flag: "--purchased-to")
+        if let from = c.purchasedFrom, let before = c.purchasedBefore, from >= before {
+            throw CLIError.configuration("--purchased-from \(purchasedFrom ?? "") is not before --purchased-to \(purchasedTo ?? "")")
+        }
+        if let idsFile { c.ids = try Self.readIds(idsFile) }
+        c.segments = try segments.flatMap { $0.split(separator: ",").map(String.init) }.map { name in
+            guard let s = Segment(rawValue: name) else {
+                throw CLIError.configuration("--segment \"\(name)\" is not a segment (one of: \(Segment.allCases.map(\.rawValue).joined(separator: ", ")))")
+            }
+            return s
+        }
+        if let environment {
+            switch environment.lowercased() {
+            case "production": c.environment = "Production"
+            case "sandbox": c.environment = "Sandbox"
+            default: throw CLIError.configuration("--environment \"\(environment)\" is not Production or Sandbox")
+            }
+        }
+        // With another selector, --all adds nothing (and the same cohort is recognised either way).
+        var others = c
+        others.all = false
+        if others.hasSelector { c.all = false }
+        return c
+    }
+
+    /// One id per line; blank lines, `#` comments and an `original_transaction_id` header are
+    /// skipped; of a CSV line, the first field is taken. Duplicates count once.
+    static func readIds(_ path: String) throws -> [String] {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw CLIError.configuration("--ids: cannot read \(path)")
+        }
+        var seen = Set<String>()
+        var ids: [String] = []
+        for line in String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline) {
+            let field = line.split(separator: ",", maxSplits: 1, omittingEmptySubsequences: false).first.map(String.init) ?? ""
+            let id = field.trimmingCharacters(in: CharacterSet.whitespaces.union(CharacterSet(charactersIn: "\"")))
+            if id.isEmpty || id.hasPrefix("#") || id == "original_transaction_id" { continue }
+            if seen.insert(id).inserted { ids.append(id) }
+        }
+        guard !ids.isEmpty else { throw CLIError.configuration("--ids: \(path) holds no ids") }
+        return ids
+    }
+
+    func printDryRun(url: String, cohort: BackfillCohort, asOf: Date, share: Double, env: [String: String]) async throws {
+        let sandbox = (apple.environment ?? env["APPSTORE_ENVIRONMENT"])?.lowercased() == "sandbox"
+        let defaultRate: Double = sandbox ? 5 : 50
+        let status = try PlanCommand.rate(apple.statusRate ?? env["APPSTORE_STATUS_RATE"], name: "APPSTORE_STATUS_RATE") ?? defaultRate
+        let history = try PlanCommand.rate(apple.historyRate ?? env["APPSTORE_HISTORY_RATE"], name: "APPSTORE_HISTORY_RATE") ?? status
+        let store = ChurnStore(pool: PostgresPool(connectionString: url, size: 1))
+        try await store.schemaCheck()
+        let counts = try await store.backfillCount(cohort, asOf: asOf)
+        print("backfill cohort (\(cohort.summary)) as of \(asOf.ISO8601Format()): \(counts.total) subscriptions (\(counts.neverPolled) never polled, \(counts.receiptOnly) with legacy receipts)")
+        if cohort.ids != nil {
+            print("ids in the file that are not registered subscriptions (left out): \(counts.idsNotRegistered)")
+        }
+        let statusCalls = counts.total - counts.receiptOnly
+        let historyCalls = fullHistory ? statusCalls : counts.likelyHistory
+        let historyText = fullHistory ? "at least \(historyCalls) (--full-history: one per 20 transactions of each)" : "about \(historyCalls) (first polls and periods past their end)"
+        print("API calls: status \(statusCalls), history \(historyText), verifyReceipt \(counts.receiptOnly)")
+        let seconds = max(Double(statusCalls + counts.receiptOnly) / status, Double(historyCalls) / history)
+        print("ETA at \(PlanCommand.formatRate(status))/s status and \(PlanCommand.formatRate(history))/s history: \(formatDuration(seconds)); "
+              + "while a nightly run is active the backfill keeps to \(Int((share * 100).rounded())) % of the budget: up to \(formatDuration(seconds / share))")
+    }
+
+    static func report(_ outcome: RunOutcome, stats: WorkerStats) throws {
+        switch outcome {
+        case .finished(let s):
+            print(RunSummaryText.lines(s, calls: stats.calls).joined(separator: "\n"))
+        case .joinedAndDrained(let runId, let polled):
+            print("joined backfill run \(runId): polled \(polled); no work left")
+        case .anotherRunInProgress(let runId):
+            print("another backfill is in progress: run \(runId.map(String.init) ?? "?")")
+        case .nothingToJoin:
+            print("no backfill in progress to join")
+        case .nothingToResume:
+            print("no unfinished backfill to resume")
+        case .otherBackfillUnfinished(let runId, let cohort):
+            throw CLIError.resumable("backfill run \(runId) (\(cohort)) is unfinished; one backfill at a time: finish it with `churnwatch backfill --resume`, then start this one")
+        case .interrupted(let runId, let reason):
+            throw CLIError.resumable("resumable: run \(runId) (stopped: \(reason))")
+        case .appleUnavailable(let runId, let detail):
+            throw CLIError.resumable("resumable: run \(runId) (Apple unavailable: \(detail))")
+        case .databaseUnavailable(let runId, let detail):
+            throw CLIError.resumable("resumable: run \(runId) (PostgreSQL unavailable: \(detail))")
+        case .unauthorized(let runId):
+            throw CLIError.configuration("Apple rejected the API key: check issuer id, key id and key (run \(runId) is resumable)")
+        }
+    }
+}

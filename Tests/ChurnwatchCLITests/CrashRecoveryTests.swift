@@ -1,0 +1,514 @@
+import Foundation
+import Postgres
+import Testing
+
+/// churnwatch stopped in every way a night can stop it: kill -9 at random moments, SIGTERM
+/// (once, twice), a time budget, PostgreSQL going away, Apple going away. Each time the next
+/// `run` resumes, and the end state equals that of a night nobody interrupted.
+@Suite("crash recovery, graceful shutdown and outages", .serialized)
+struct CrashRecoveryTests {
+    static let start = NightlyRunEndToEndTests.start
+    static let day = NightlyRunEndToEndTests.day
+    static func iso(_ d: Date) -> String { NightlyRunEndToEndTests.iso(d) }
+    static let fast = ["--status-rate", "5000", "--history-rate", "5000"]
+
+    @Test("kill -9 at 20 random moments of a night, each time resumed: the end state equals an uninterrupted night's")
+    func killNineTwentyTimes() async throws {
+        let sim = try await Harness.thread { try SimulatorProcess.start(subscribers: 400, seed: 31, start: Self.iso(Self.start), extra: ["--latency-ms", "15"]) }
+        defer { sim.stop() }
+        let reference = try await Harness.thread { try Harness.database(sim: sim) }
+        defer { reference.db.drop() }
+        // Night 0 (a baseline: first polls write no events) once, then the same database twice.
+        #expect(try await Harness.night(Self.start, sim: sim, env: reference.env, extra: Self.fast).status == 0)
+        let killed = try await Harness.thread { try Harness.clone(reference, sim: sim) }
+        defer { killed.db.drop() }
+
+        let night = Self.start.addingTimeInterval(5 * Self.day)
+        let nightArgs = ["--stale-after", "1d"] + Self.fast
+        let uninterrupted = try await Harness.night(night, sim: sim, env: reference.env, extra: nightArgs + ["--concurrency", "32"])
+        #expect(uninterrupted.status == 0, "\(uninterrupted.stderr.suffix(300))")
+
+        let db = try PostgresConnection(connectionString: killed.db.connectionURL)
+        let due = try PostgresConnection(connectionString: reference.db.connectionURL)
+            .query("SELECT due FROM churnwatch.runs WHERE id = 2")[0].decode(Int.self, at: 0)
+        #expect(due > 300, "the night should poll nearly everyone (\(due))")
+        var seed = UInt64(Date().timeIntervalSince1970 * 1000)
+        print("kill -9 moments: random seed \(seed)")
+        var moments: [String] = []
+        let args = ["run", "--as-of", Self.iso(night), "--log-format", "json", "--concurrency", "8", "--batch-size", "4"] + nightArgs
+        let env = killed.env
+        for kill in 0..<20 {
+            let (dice, random) = (Harness.next(&seed) % 10, Harness.next(&seed))
+            // A random moment: at once (before or while planning), right after planning or
+            // resuming, or after some more committed items (spread over what is left). The
+            // wait and the kill happen on one thread: nothing delays the kill.
+            let (moment, reached, ended) = try await Harness.thread { () throws -> (String, Bool, Harness.Ended) in
+                let before = try Harness.finished(db, run: 2)
+                let process = try RunningCLI(args, environment: env)
+                var moment = "at once"
+                var reached = true
+                if dice == 1 {
+                    moment = kill == 0 ? "after planning" : "after resuming"
+                    reached = process.waitForStderr(containing: kill == 0 ? "planned run" : "resuming run", timeout: 60)
+                } else if dice > 1 {
+                    let spread = max(1, (due - before) / max(1, 21 - kill))
+                    let target = before + 1 + Int(random % UInt64(spread))
+                    moment = "after \(target) items"
+                    reached = try Harness.waitUntil(timeout: 60) { try Harness.finished(db, run: 2) >= target || !process.process.isRunning }
+                }
+                let ended = Harness.signalAndWait(process, SIGKILL)
+                // The next cron firing comes once the dead process's backends are gone.
+                reached = try Harness.waitForNoAdvisoryLocks(killed.db) && reached
+                return (moment, reached, ended)
+            }
+            moments.append(moment)
+            #expect(reached, "kill \(kill) (\(moment)): never reached, or the locks stayed: \(ended.result.stderr.suffix(300))")
+            #expect(ended.bySignal, "kill \(kill) (\(moment)) came too late: the run had ended with \(ended.result.status): \(ended.result.stderr.suffix(300))")
+        }
+        print("kill -9 moments: \(moments.joined(separator: ", "))")
+        let last = try await Harness.cli(args, killed.env)
+        #expect(last.status == 0, "\(last.stderr.suffix(500))")
+        #expect(last.stdout.contains("run 2 done: \(due) due, \(due) polled, 0 failed"), "\(last.stdout)")
+
+        // One run for the night, resumed each time; every item polled; some polled again after a kill.
+        let runs = try db.query("SELECT count(*), count(*) FILTER (WHERE status = 'done') FROM churnwatch.runs")[0]
+        #expect(try runs.decode(Int.self, at: 0) == 2 && runs.decode(Int.self, at: 1) == 2)
+        let attempts = try db.query("SELECT count(*) FILTER (WHERE status = 'done'), max(attempts) FROM churnwatch.run_items WHERE run_id = 2")[0]
+        #expect(try attempts.decode(Int.self, at: 0) == due)
+        print("kill -9: max attempts of an item \(try attempts.decode(Int.self, at: 1))")
+        try Harness.expectSameEndState(killed.db, reference.db)
+    }
+
+    @Test("SIGTERM: in-flight work finishes within the grace and is committed (or given back when the grace runs out), exit 75 and the run is interrupted; a second signal exits at once; --max-duration ends a run the same way; the next run resumes and finishes")
+    func gracefulShutdown() async throws {
+        // Every answer takes 1.5 s, so a batch (status, then history) is in flight for about 3 s.
+        let world = try await Harness.thread { try NightlyRunEndToEndTests.World.make(subscribers: 48, seed: 32, simFlags: ["--latency-ms", "1500"]) }
+        defer { world.close() }
+        try world.sim.setClock(Self.iso(Self.start))
+        let db = try world.connect()
+        let args = ["run", "--as-of", Self.iso(Self.start), "--log-format", "json", "--concurrency", "8", "--batch-size", "4"] + Self.fast
+        @Sendable func items() throws -> [String: Int] {
+            var out: [String: Int] = [:]
+            for row in try db.query("SELECT status, count(*) FROM churnwatch.run_items GROUP BY 1") {
+                out[try row.decode(String.self, at: 0)] = try row.decode(Int.self, at: 1)
+            }
+            return out
+        }
+        @Sendable func runStatus() throws -> String { try db.query("SELECT status FROM churnwatch.runs WHERE id = 1")[0].decode(String.self, at: 0) }
+        /// Starts a run, waits until it holds claims, then signals it (all on one thread).
+        func claimsThen(_ extra: [String] = [], _ act: @escaping @Sendable (RunningCLI, Int) throws -> Harness.Ended) async throws -> (claimed: Int, ended: Harness.Ended) {
+            let env = world.env
+            return try await Harness.thread {
+                let p = try RunningCLI(args + extra, environment: env)
+                _ = try Harness.waitUntil(timeout: 60) { try (items()["claimed"] ?? 0) > 0 || !p.process.isRunning }
+                let claimed = try items()["claimed"] ?? 0
+                return (claimed, try act(p, claimed))
+            }
+        }
+
+        // 1. The grace runs out before Apple answers: in-flight polls are abandoned, their items go back.
+        let short = try await claimsThen(["--shutdown-grace", "0.3s"]) { p, _ in Harness.signalAndWait(p, SIGTERM) }
+        #expect(short.claimed > 0)
+        #expect(short.ended.result.status == 75, "\(short.ended.result.stderr.suffix(300))")
+        #expect(short.ended.result.stderr.contains("resumable: run 1 (stopped: signal)"), "\(short.ended.result.stderr.suffix(300))")
+        #expect(short.ended.afterSignal < 2.5, "exit took \(short.ended.afterSignal) s with a 0.3 s grace (answers take 3 s)")
+        let afterShort = try items()
+        #expect(afterShort["claimed"] == nil && afterShort["done"] == nil, "\(afterShort)")
+        #expect(try runStatus() == "interrupted")
+        #expect(try db.query("SELECT max(attempts) FROM churnwatch.run_items")[0].decode(Int.self, at: 0) == 0, "abandoned claims are not attempts")
+
+        // 2. The default grace (30 s): the in-flight batches finish and are committed.
+        let graceful = try await claimsThen { p, _ in Harness.signalAndWait(p, SIGTERM) }
+        #expect(graceful.ended.result.status == 75, "\(graceful.ended.result.stderr.suffix(300))")
+        #expect(graceful.ended.result.stderr.contains("resumable: run 1 (stopped: signal)"))
+        #expect(graceful.ended.result.stderr.contains("finishing in-flight work"))
+        let afterGraceful = try items()
+        #expect(afterGraceful["claimed"] == nil, "\(afterGraceful)")
+        #expect((afterGraceful["done"] ?? 0) >= graceful.claimed && graceful.claimed > 0, "in flight at the signal: \(graceful.claimed), after: \(afterGraceful)")
+        #expect(try runStatus() == "interrupted")
+        print("SIGTERM: \(graceful.claimed) items in flight committed; exit \(String(format: "%.1f", graceful.ended.afterSignal)) s after the signal")
+
+        // 3. A second signal exits at once, without waiting for the in-flight answers.
+        let impatient = try await claimsThen { p, _ in
+            p.signal(SIGTERM)
+            _ = p.waitForStderr(containing: "finishing in-flight work", timeout: 30)
+            return Harness.signalAndWait(p, SIGTERM)
+        }
+        #expect(impatient.ended.result.status == 75)
+        #expect(impatient.ended.result.stderr.contains("finishing in-flight work"))
+        #expect(impatient.ended.result.stderr.contains("exiting at once"))
+        #expect(impatient.ended.afterSignal < 2, "the second signal took \(impatient.ended.afterSignal) s")
+        #expect((try items()["claimed"] ?? 0) > 0, "a process that exits at once leaves its claims for the next run")
+        #expect(try await Harness.thread { try Harness.waitForNoAdvisoryLocks(world.db) })
+
+        // 4. --max-duration: the time budget ends the run like a signal (its claims from 3 come back at once).
+        let budgetedResult = try await Harness.cli(args + ["--max-duration", "1s"], world.env)
+        #expect(budgetedResult.status == 75, "\(budgetedResult.stderr.suffix(300))")
+        #expect(budgetedResult.stderr.contains("resumable: run 1 (stopped: time budget (--max-duration) used up)"), "\(budgetedResult.stderr.suffix(300))")
+        #expect(try items()["claimed"] == nil)
+        #expect(try runStatus() == "interrupted")
+
+        // 5. The next run resumes and finishes the night.
+        let final = try await Harness.cli(["run", "--as-of", Self.iso(Self.start), "--log-format", "json", "--concurrency", "48", "--batch-size", "16"] + Self.fast,
+                                          world.env)
+        #expect(final.status == 0, "\(final.stderr.suffix(300))")
+        #expect(final.stdout.contains("run 1 done: 48 due, 48 polled, 0 failed"), "\(final.stdout)")
+        #expect(try db.query("SELECT count(*) FROM churnwatch.runs")[0].decode(Int.self, at: 0) == 1)
+    }
+
+    @Test("PostgreSQL stopped and started again mid-run, and the run's connections terminated twice: the run waits, reconnects and finishes like an uninterrupted one")
+    func postgresGoesAway() async throws {
+        let sim = try await Harness.thread { try SimulatorProcess.start(subscribers: 300, seed: 33, start: Self.iso(Self.start), extra: ["--latency-ms", "10"]) }
+        defer { sim.stop() }
+        let reference = try await Harness.thread { try Harness.database(sim: sim) }
+        defer { reference.db.drop() }
+        let terminated = try await Harness.thread { try Harness.clone(reference, sim: sim) }
+        defer { terminated.db.drop() }
+        #expect(try await Harness.night(Self.start, sim: sim, env: reference.env, extra: Self.fast).status == 0)
+        let args = ["run", "--as-of", Self.iso(Self.start), "--log-format", "json", "--concurrency", "4", "--batch-size", "2"] + Self.fast
+
+        // A cluster of its own, so stopping it disturbs no other test.
+        let cluster = try await Harness.thread { try PrivateCluster.start() }
+        defer { cluster.destroy() }
+        var clusterEnv = sim.environment
+        clusterEnv["DATABASE_URL"] = cluster.url
+        let env = clusterEnv
+        #expect(try await Harness.cli(["migrate"], env).status == 0)
+        #expect(try await Harness.cli(["import", sim.subscriptionsCSV.path], env).status == 0)
+        let db = try PostgresConnection(connectionString: cluster.url)
+        let result = try await Harness.thread { () throws -> CLIRunner.Result in
+            let run = try RunningCLI(args, environment: env)
+            _ = try Harness.waitUntil(timeout: 60) { try Harness.finished(db) >= 60 || !run.process.isRunning }
+            try cluster.stop()
+            let noticed = run.waitForStderr(containing: "PostgreSQL unavailable: retrying", timeout: 60)
+            try cluster.startAgain()
+            var result = run.wait()
+            if !noticed { result.stderr += "\n(test: the run never said PostgreSQL was unavailable)" }
+            return result
+        }
+        #expect(!result.stderr.contains("(test: the run never said"), "\(result.stderr.suffix(300))")
+        #expect(result.status == 0, "\(result.stderr.suffix(500))")
+        #expect(result.stdout.contains("run 1 done: 300 due, 300 polled, 0 failed"), "\(result.stdout)")
+        #expect(result.stderr.contains("took this process's locks again"), "the run lock was taken again after the restart")
+        let restarted = try PostgresConnection(connectionString: cluster.url)
+        try Harness.expectSameEndState(restarted, try PostgresConnection(connectionString: reference.db.connectionURL), label: "restart")
+
+        // The same through pg_terminate_backend on the shared cluster: every connection of the
+        // run (its pool and its lock connection) cut, twice.
+        let tdb = try PostgresConnection(connectionString: terminated.db.connectionURL)
+        let terminatedEnv = terminated.env
+        let name = terminated.db.name
+        let (victimResult, cuts) = try await Harness.thread { () throws -> (CLIRunner.Result, Int) in
+            let victim = try RunningCLI(args, environment: terminatedEnv)
+            var cuts = 0
+            for threshold in [60, 150] {
+                _ = try Harness.waitUntil(timeout: 60) { try Harness.finished(tdb) >= threshold || !victim.process.isRunning }
+                cuts += try tdb.query("""
+                    SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity
+                    WHERE datname = \(name) AND pid <> pg_backend_pid()
+                    """)[0].decode(Int.self, at: 0)
+            }
+            return (victim.wait(), cuts)
+        }
+        #expect(victimResult.status == 0, "\(victimResult.stderr.suffix(500))")
+        #expect(victimResult.stdout.contains("run 1 done: 300 due, 300 polled, 0 failed"))
+        #expect(cuts >= 4, "connections terminated: \(cuts)")
+        try Harness.expectSameEndState(terminated.db, reference.db, label: "terminated")
+    }
+
+    @Test("Apple down mid-run for longer than the retry budget: exit 75; with the simulator back at the same address the next run resumes and finishes like an uninterrupted one")
+    func appleGoesAway() async throws {
+        let flags = ["--latency-ms", "10"]
+        let first = try await Harness.thread { try SimulatorProcess.start(subscribers: 300, seed: 34, start: Self.iso(Self.start), extra: flags) }
+        var firstStopped = false
+        defer { if !firstStopped { first.stop() } }
+        let reference = try await Harness.thread { try Harness.database(sim: first) }
+        defer { reference.db.drop() }
+        let outage = try await Harness.thread { try Harness.clone(reference, sim: first) }
+        defer { outage.db.drop() }
+        #expect(try await Harness.night(Self.start, sim: first, env: reference.env, extra: Self.fast).status == 0)
+
+        // One retry per call, so the outage threshold (40 unanswered polls in a row) comes quickly.
+        var env = outage.env
+        env["APPSTORE_MAX_ATTEMPTS"] = "2"
+        env["APPSTORE_MAX_RETRY_WAIT"] = "2"
+        let db = try PostgresConnection(connectionString: outage.db.connectionURL)
+        let args = ["run", "--as-of", Self.iso(Self.start), "--log-format", "json", "--concurrency", "8", "--batch-size", "4"] + Self.fast
+        let ports = first.ports
+        let runEnv = env
+        let result = try await Harness.thread { () throws -> CLIRunner.Result in
+            let run = try RunningCLI(args, environment: runEnv)
+            _ = try Harness.waitUntil(timeout: 60) {
+                try db.query("SELECT count(*) FROM churnwatch.run_items WHERE status = 'done'")[0].decode(Int.self, at: 0) >= 60 || !run.process.isRunning
+            }
+            first.stop(keepingFiles: true)
+            return run.wait()
+        }
+        firstStopped = true
+        #expect(result.status == 75, "\(result.stderr.suffix(500))")
+        #expect(result.stderr.contains("resumable: run 1 (Apple unavailable: unavailable:"), "\(result.stderr.suffix(300))")
+        let unavailable = try db.query("SELECT count(*) FROM churnwatch.run_items WHERE outcome LIKE 'unavailable:%'")[0].decode(Int.self, at: 0)
+        #expect(unavailable >= 40)
+        #expect(try db.query("SELECT status FROM churnwatch.runs WHERE id = 1")[0].decode(String.self, at: 0) == "interrupted")
+
+        // The simulator comes back at the same address with the same keys and population.
+        let directory = first.directory
+        let second = try await Harness.thread {
+            try SimulatorProcess.start(subscribers: 300, seed: 34, start: Self.iso(Self.start), extra: flags, ports: ports, directory: directory)
+        }
+        defer { second.stop() }
+        try second.setClock(Self.iso(Self.start))
+        let resumed = try await Harness.cli(args, env)
+        #expect(resumed.status == 0, "\(resumed.stderr.suffix(500))")
+        #expect(resumed.stdout.contains("run 1 done: 300 due, 300 polled, 0 failed"), "\(resumed.stdout)")
+        try Harness.expectSameEndState(outage.db, reference.db)
+    }
+}
+
+/// Shared by the crash, outage and backfill tests.
+enum Harness {
+    struct Database {
+        var db: ScratchDatabase
+        var env: [String: String]
+    }
+
+    /// A migrated database on the test cluster with the simulator's subscribers imported. Blocking.
+    static func database(sim: SimulatorProcess) throws -> Database {
+        let db = try ScratchDatabase.create()
+        var env = sim.environment
+        env["DATABASE_URL"] = db.connectionURL
+        do {
+            let migrate = try CLIRunner.run(["migrate"], environment: env)
+            guard migrate.status == 0 else { throw CLITestError("migrate failed: \(migrate.stderr)") }
+            let imported = try CLIRunner.run(["import", sim.subscriptionsCSV.path], environment: env)
+            guard imported.status == 0 else { throw CLITestError("import failed: \(imported.stderr)") }
+        } catch {
+            db.drop()
+            throw error
+        }
+        return Database(db: db, env: env)
+    }
+
+    /// A copy of `source` (which nobody may be connected to) as a new database. Blocking.
+    static func clone(_ source: Database, sim: SimulatorProcess) throws -> Database {
+        let name = "cw_cli_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
+        let admin = try PostgresConnection(connectionString: source.db.server)
+        // The backends of the commands that just exited may take a moment to go.
+        let deadline = Date().addingTimeInterval(30)
+        while true {
+            do {
+                try admin.execute("CREATE DATABASE \(identifier: String(name)) TEMPLATE \(identifier: source.db.name)")
+                break
+            } catch let error as PostgresError where error.message.contains("being accessed by other users") && Date() < deadline {
+                usleep(20_000)
+            }
+        }
+        let db = ScratchDatabase(name: String(name), server: source.db.server)
+        var env = source.env
+        env["DATABASE_URL"] = db.connectionURL
+        return Database(db: db, env: env)
+    }
+
+    /// `churnwatch run` for one simulated night (the simulator's clock set to it first).
+    static func night(_ asOf: Date, sim: SimulatorProcess, env: [String: String], extra: [String] = []) async throws -> CLIRunner.Result {
+        try await thread {
+            try sim.setClock(NightlyRunEndToEndTests.iso(asOf))
+            return try CLIRunner.run(["run", "--as-of", NightlyRunEndToEndTests.iso(asOf), "--log-format", "json"] + extra, environment: env)
+        }
+    }
+
+    /// Runs blocking work (a process, a pipe, a semaphore) on a thread of its own, so it never
+    /// occupies one of Swift Testing's few cooperative threads (tests that measure time in
+    /// other suites would be starved), and so that a wait and what must follow it (a kill, a
+    /// stop) are never separated by a wait for a cooperative thread.
+    static func thread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread { continuation.resume(with: Result { try body() }) }.start()
+        }
+    }
+
+    /// `churnwatch ARGS` to its exit.
+    static func cli(_ arguments: [String], _ environment: [String: String]) async throws -> CLIRunner.Result {
+        try await thread { try CLIRunner.run(arguments, environment: environment) }
+    }
+
+    /// Waits for a background churnwatch to exit.
+    static func exit(_ process: RunningCLI) async throws -> CLIRunner.Result {
+        try await thread { process.wait() }
+    }
+
+    /// Checks `condition` until it holds or `timeout` passes (waiting on database state or a
+    /// process, never on time alone). True when it held. Blocking: call it inside `thread`,
+    /// together with what must happen right after (a kill, a stop), so that nothing waits for
+    /// a cooperative thread in between.
+    static func waitUntil(timeout: TimeInterval, _ condition: () throws -> Bool) throws -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if try condition() { return true }
+            usleep(5_000)
+        }
+        return try condition()
+    }
+
+    /// Waits until no session holds an advisory lock in `db`: the backends of a killed
+    /// process are gone (as they are long before the next cron firing). Blocking.
+    static func waitForNoAdvisoryLocks(_ db: ScratchDatabase) throws -> Bool {
+        let admin = try PostgresConnection(connectionString: db.server)
+        return try waitUntil(timeout: 30) {
+            try admin.query("""
+                SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+                WHERE l.locktype = 'advisory' AND d.datname = \(db.name)
+                """)[0].decode(Int.self, at: 0) == 0
+        }
+    }
+
+    /// Items of `run` with a final outcome.
+    static func finished(_ db: PostgresConnection, run: Int64? = nil) throws -> Int {
+        if let run {
+            return try db.query("SELECT count(*) FROM churnwatch.run_items WHERE run_id = \(run) AND status IN ('done', 'failed')")[0].decode(Int.self, at: 0)
+        }
+        return try db.query("SELECT count(*) FROM churnwatch.run_items WHERE status IN ('done', 'failed')")[0].decode(Int.self, at: 0)
+    }
+
+    /// What a background process ended with.
+    struct Ended: Sendable {
+        var result: CLIRunner.Result
+        /// Ended by a signal it did not handle (kill -9), not by exiting.
+        var bySignal: Bool
+        /// Seconds from the last signal sent to the exit.
+        var afterSignal: TimeInterval
+    }
+
+    /// Sends `sig` and waits for the exit. Blocking.
+    static func signalAndWait(_ process: RunningCLI, _ sig: Int32) -> Ended {
+        let sent = Date()
+        process.signal(sig)
+        let result = process.wait()
+        return Ended(result: result, bySignal: process.process.terminationReason == .uncaughtSignal, afterSignal: Date().timeIntervalSince(sent))
+    }
+
+    /// What the retention team reads, in a comparable form (no ids, no detection times).
+    static func endState(_ db: PostgresConnection) throws -> [(String, [String])] {
+        func rows(_ sql: String) throws -> [String] {
+            try db.query(PostgresQuery(stringLiteral: sql)).map { try $0.decode(String.self, at: 0) }
+        }
+        return [
+            ("events (otid, event, occurred_at)", try rows("""
+                SELECT concat_ws(' ', original_transaction_id, event, occurred_at::text) FROM churnwatch.churn_events ORDER BY 1
+                """)),
+            ("segments", try rows("""
+                SELECT concat_ws(' ', original_transaction_id, segment, segment_since::text, product_id, expires_at::text, auto_renew::text,
+                                 in_billing_retry::text, grace_period_expires_at::text, expiration_intent::text, revocation_reason::text)
+                FROM churnwatch.subscription_segments ORDER BY 1
+                """)),
+            ("win-back entries (otid, campaign, episode, status)", try rows("""
+                SELECT concat_ws(' ', original_transaction_id, campaign, episode, status, not_before::text, expires_at::text)
+                FROM churnwatch.winback_queue ORDER BY 1
+                """)),
+            ("snapshots", try rows("""
+                SELECT original_transaction_id || ' ' || coalesce(snapshot::text, '-') || ' ' || coalesce(state, '-')
+                FROM churnwatch.subscriptions ORDER BY 1
+                """)),
+            ("transactions", try rows("""
+                SELECT concat_ws(' ', transaction_id, original_transaction_id, product_id, expires_date::text, revocation_date::text)
+                FROM churnwatch.transactions ORDER BY 1
+                """)),
+            ("segment_daily", try rows("""
+                SELECT concat_ws(' ', day::text, segment, product_id, subscriptions::text) FROM churnwatch.segment_daily ORDER BY 1
+                """)),
+        ]
+    }
+
+    static func expectSameEndState(_ a: ScratchDatabase, _ b: ScratchDatabase, label: String = "",
+                                   sourceLocation: SourceLocation = #_sourceLocation) throws {
+        try expectSameEndState(try PostgresConnection(connectionString: a.connectionURL), try PostgresConnection(connectionString: b.connectionURL),
+                               label: label, sourceLocation: sourceLocation)
+    }
+
+    static func expectSameEndState(_ a: PostgresConnection, _ b: PostgresConnection, label: String = "",
+                                   sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let (left, right) = (try endState(a), try endState(b))
+        var summary: [String] = []
+        for ((name, l), (_, r)) in zip(left, right) {
+            summary.append("\(name) \(l.count)")
+            let onlyLeft = l.filter { !Set(r).contains($0) }
+            let onlyRight = r.filter { !Set(l).contains($0) }
+            #expect(l == r, "\(label) \(name): \(l.count) vs \(r.count) rows; only interrupted: \(onlyLeft.prefix(3)); only uninterrupted: \(onlyRight.prefix(3))",
+                    sourceLocation: sourceLocation)
+        }
+        print("same end state \(label): \(summary.joined(separator: ", "))")
+    }
+
+    /// SplitMix64: reproducible random moments from a printed seed.
+    static func next(_ state: inout UInt64) -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// A PostgreSQL cluster of a test's own (ops/pg with a data directory of its own), to stop
+/// and start without disturbing tests that share the suite's cluster.
+struct PrivateCluster {
+    let directory: String
+    let url: String
+
+    static var script: String {
+        URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("ops/pg").path
+    }
+
+    static func start() throws -> PrivateCluster {
+        let dir = "/tmp/cw-test-pg-\(UUID().uuidString.prefix(8).lowercased())"
+        let out = try pg("start", directory: dir)
+        return PrivateCluster(directory: dir, url: out.trimmingCharacters(in: .whitespacesAndNewlines))
+    }
+
+    /// `pg_ctl stop -m fast`: every backend is terminated, new connections are refused.
+    func stop() throws { _ = try Self.pg("stop", directory: directory) }
+
+    func startAgain() throws { _ = try Self.pg("start", directory: directory) }
+
+    func destroy() { _ = try? Self.pg("destroy", directory: directory) }
+
+    /// Runs `ops/pg COMMAND` and returns what it printed.
+    ///
+    /// Not through `Process`: on Linux it learns that a child exited when a socket it hands to
+    /// the child closes, and the server `pg_ctl` leaves running inherits that socket, so
+    /// `waitUntilExit` would never return (swift-corelibs-foundation issue 4795). Here the
+    /// shell closes every inherited descriptor above stderr before running the script.
+    @discardableResult
+    static func pg(_ command: String, directory: String) throws -> String {
+        let base = FileManager.default.temporaryDirectory.appendingPathComponent("cw-pg-\(UUID().uuidString.prefix(8))").path
+        let (outPath, errPath) = (base + ".out", base + ".err")
+        defer {
+            try? FileManager.default.removeItem(atPath: outPath)
+            try? FileManager.default.removeItem(atPath: errPath)
+        }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, outPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, errPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        let closeAndRun = #"for f in /proc/$$/fd/*; do f=${f##*/}; [ "$f" -gt 2 ] && eval "exec $f>&-"; done 2>/dev/null; exec /bin/bash "$0" "$1""#
+        var env = ProcessInfo.processInfo.environment
+        env["CHURNWATCH_PG_DIR"] = directory
+        let words: [String] = ["/bin/bash", "-c", closeAndRun, script, command]
+        let argv: [UnsafeMutablePointer<CChar>?] = words.map { strdup($0) } + [nil]
+        let envp: [UnsafeMutablePointer<CChar>?] = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { (argv + envp).forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, "/bin/bash", &actions, nil, argv, envp)
+        guard spawned == 0 else { throw CLITestError("ops/pg \(command): posix_spawn failed (\(spawned))") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 && errno == EINTR {}
+        let out = (try? String(contentsOfFile: outPath, encoding: .utf8)) ?? ""
+        guard status & 0x7f == 0, (status >> 8) & 0xff == 0 else {
+            throw CLITestError("ops/pg \(command) failed: \((try? String(contentsOfFile: errPath, encoding: .utf8)) ?? "")")
+        }
+        return out
+    }
+}
