@@ -251,27 +251,6 @@ struct BackfillCommand: AsyncParsableCommand {
     }
 
     static func report(_ outcome: RunOutcome, stats: WorkerStats) throws {
-        switch outcome {
-        case .finished(let s):
-            print(RunSummaryText.lines(s, calls: stats.calls).joined(separator: "\n"))
-        case .joinedAndDrained(let runId, let polled):
-            print("joined backfill run \(runId): polled \(polled); no work left")
-        case .anotherRunInProgress(let runId):
-            print("another backfill is in progress: run \(runId.map(String.init) ?? "?")")
-        case .nothingToJoin:
-            print("no backfill in progress to join")
-        case .nothingToResume:
-            print("no unfinished backfill to resume")
-        case .otherBackfillUnfinished(let runId, let cohort):
-            throw CLIError.resumable("backfill run \(runId) (\(cohort)) is unfinished; one backfill at a time: finish it with `churnwatch backfill --resume`, then start this one")
-        case .interrupted(let runId, let reason):
-            throw CLIError.resumable("resumable: run \(runId) (stopped: \(reason))")
-        case .appleUnavailable(let runId, let detail):
-            throw CLIError.resumable("resumable: run \(runId) (Apple unavailable: \(detail))")
-        case .databaseUnavailable(let runId, let detail):
-            throw CLIError.resumable("resumable: run \(runId) (PostgreSQL unavailable: \(detail))")
-        case .unauthorized(let runId):
-            throw CLIError.configuration("Apple rejected the API key: check issuer id, key id and key (run \(runId) is resumable)")
-        }
+        try RunOutcomeReport.report(outcome, stats: stats, noun: "backfill")
     }
 }

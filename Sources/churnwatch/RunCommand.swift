@@ -114,26 +114,7 @@ struct RunCommand: AsyncParsableCommand {
     }
 
     func report(_ outcome: RunOutcome, stats: WorkerStats) throws {
-        switch outcome {
-        case .finished(let s):
-            print(RunSummaryText.lines(s, calls: stats.calls).joined(separator: "\n"))
-        case .joinedAndDrained(let runId, let polled):
-            print("joined run \(runId): polled \(polled); no work left")
-        case .anotherRunInProgress(let runId):
-            print("another run is in progress: run \(runId.map(String.init) ?? "?")")
-        case .nothingToJoin:
-            print("no run in progress to join")
-        case .interrupted(let runId, let reason):
-            throw CLIError.resumable("resumable: run \(runId) (stopped: \(reason))")
-        case .appleUnavailable(let runId, let detail):
-            throw CLIError.resumable("resumable: run \(runId) (Apple unavailable: \(detail))")
-        case .unauthorized(let runId):
-            throw CLIError.configuration("Apple rejected the API key: check issuer id, key id and key (run \(runId) is resumable)")
-        case .databaseUnavailable(let runId, let detail):
-            throw CLIError.resumable("resumable: run \(runId) (PostgreSQL unavailable: \(detail))")
-        case .nothingToResume, .otherBackfillUnfinished:
-            break // backfill only
-        }
+        try RunOutcomeReport.report(outcome, stats: stats, noun: "run")
     }
 }
 
@@ -192,5 +173,34 @@ final class SignalHandler: @unchecked Sendable {
 
     func cancel() {
         for s in sources { s.cancel() }
+    }
+}
+
+/// What `run` and `backfill` print, or the one-line error and exit code, for how a run ended.
+enum RunOutcomeReport {
+    /// - Parameter noun: "run" or "backfill", as the operator called it.
+    static func report(_ outcome: RunOutcome, stats: WorkerStats, noun: String) throws {
+        switch outcome {
+        case .finished(let s):
+            print(RunSummaryText.lines(s, calls: stats.calls).joined(separator: "\n"))
+        case .joinedAndDrained(let runId, let polled):
+            print("joined \(noun == "run" ? "run" : "\(noun) run") \(runId): polled \(polled); no work left")
+        case .anotherRunInProgress(let runId):
+            print("another \(noun) is in progress: run \(runId.map(String.init) ?? "?")")
+        case .nothingToJoin:
+            print("no \(noun) in progress to join")
+        case .nothingToResume:
+            print("no unfinished \(noun) to resume")
+        case .otherBackfillUnfinished(let runId, let cohort):
+            throw CLIError.resumable("backfill run \(runId) (\(cohort)) is unfinished; one backfill at a time: finish it with `churnwatch backfill --resume`, then start this one")
+        case .interrupted(let runId, let reason):
+            throw CLIError.resumable("resumable: run \(runId) (stopped: \(reason))")
+        case .appleUnavailable(let runId, let detail):
+            throw CLIError.resumable("resumable: run \(runId) (Apple unavailable: \(detail))")
+        case .databaseUnavailable(let runId, let detail):
+            throw CLIError.resumable("resumable: run \(runId) (PostgreSQL unavailable: \(detail))")
+        case .unauthorized(let runId):
+            throw CLIError.configuration("Apple rejected the API key: check issuer id, key id and key (run \(runId) is resumable)")
+        }
     }
 }
