@@ -52,6 +52,21 @@ struct WinbackCommand: AsyncParsableCommand {
     }
 
     /// Prints what was settled on stdout and, when some ids were refused, exits 65 with one line.
+    /// ack and release: validate the ids and consumer, settle them, report in one line.
+    static func settle(
+        _ texts: [String], consumer: String?, global: GlobalOptions, verb: String,
+        _ operation: (ChurnStore, [Int64], String?) async throws -> WinbackSettlement
+    ) async throws {
+        try await reportingErrors {
+            let ids = try Self.ids(texts)
+            guard !ids.isEmpty else { throw CLIError.configuration("give at least one entry id") }
+            let consumer = try consumer.map(Self.consumer)
+            let store = try Self.store(global)
+            try await store.schemaCheck()
+            try Self.report(try await operation(store, ids, consumer), verb: verb)
+        }
+    }
+
     static func report(_ result: WinbackSettlement, verb: String) throws {
         var line = "\(verb) \(result.settled.count)"
         if !result.alreadyDone.isEmpty { line += " (\(result.alreadyDone.count) already done)" }
@@ -138,13 +153,8 @@ struct WinbackCommand: AsyncParsableCommand {
 
         func run() async throws {
             global.bootstrapLogging()
-            try await reportingErrors {
-                let ids = try WinbackCommand.ids(self.ids)
-                guard !ids.isEmpty else { throw CLIError.configuration("give at least one entry id") }
-                let consumer = try self.consumer.map(WinbackCommand.consumer)
-                let store = try WinbackCommand.store(global)
-                try await store.schemaCheck()
-                try WinbackCommand.report(try await store.winbackAck(ids: ids, consumer: consumer), verb: "acked")
+            try await WinbackCommand.settle(self.ids, consumer: consumer, global: global, verb: "acked") { store, ids, consumer in
+                try await store.winbackAck(ids: ids, consumer: consumer)
             }
         }
     }
@@ -168,13 +178,8 @@ struct WinbackCommand: AsyncParsableCommand {
 
         func run() async throws {
             global.bootstrapLogging()
-            try await reportingErrors {
-                let ids = try WinbackCommand.ids(self.ids)
-                guard !ids.isEmpty else { throw CLIError.configuration("give at least one entry id") }
-                let consumer = try self.consumer.map(WinbackCommand.consumer)
-                let store = try WinbackCommand.store(global)
-                try await store.schemaCheck()
-                try WinbackCommand.report(try await store.winbackRelease(ids: ids, consumer: consumer), verb: "released")
+            try await WinbackCommand.settle(self.ids, consumer: consumer, global: global, verb: "released") { store, ids, consumer in
+                try await store.winbackRelease(ids: ids, consumer: consumer)
             }
         }
     }
