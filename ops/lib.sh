@@ -39,11 +39,17 @@ ensure_python_crosscheck() {
     fi
     local venv=${XDG_CACHE_HOME:-$HOME/.cache}/churnwatch/venv
     if [ ! -x "$venv/bin/python" ]; then
-        python3 -m venv "$venv" >/dev/null 2>&1 || { echo "note: cannot create a Python venv for app-store-server-library; the Python cross-check will say why it skips" >&2; return 1; }
+        python3 -m venv "$venv" >/dev/null 2>&1 || rm -rf "$venv"
     fi
-    if "$venv/bin/python" -c 'import appstoreserverlibrary' 2>/dev/null \
-        || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check app-store-server-library >/dev/null 2>&1; then
+    if [ -x "$venv/bin/python" ] && { "$venv/bin/python" -c 'import appstoreserverlibrary' 2>/dev/null \
+        || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check app-store-server-library >/dev/null 2>&1; }; then
         export CHURNWATCH_PYTHON=$venv/bin/python; return 0
+    fi
+    # A system Python that refuses pip (PEP 668) and has no venv module: the user's own site
+    # directory, which leaves the system's packages alone.
+    if [ "$(id -u)" != 0 ] && python3 -m pip install --quiet --user --break-system-packages --disable-pip-version-check app-store-server-library >/dev/null 2>&1 \
+        && python3 -c 'import appstoreserverlibrary' 2>/dev/null; then
+        export CHURNWATCH_PYTHON=python3; return 0
     fi
     echo "note: could not install app-store-server-library from PyPI; the Python cross-check will say why it skips" >&2
     return 1
