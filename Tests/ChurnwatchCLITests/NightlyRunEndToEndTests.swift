@@ -21,8 +21,12 @@ struct NightlyRunEndToEndTests {
         let db: ScratchDatabase
         let env: [String: String]
 
-        static func make(subscribers: Int, seed: Int, simFlags: [String] = []) throws -> World {
-            let sim = try SimulatorProcess.start(subscribers: subscribers, seed: seed, start: NightlyRunEndToEndTests.iso(start), extra: simFlags)
+        /// - Parameter populationLead: how long before the first night the simulated customers'
+        ///   lives begin (the simulator schedules price increases from its day 35 and takes a
+        ///   product off sale on day 21).
+        static func make(subscribers: Int, seed: Int, simFlags: [String] = [], populationLead: TimeInterval = 0) throws -> World {
+            let sim = try SimulatorProcess.start(subscribers: subscribers, seed: seed,
+                                                 start: NightlyRunEndToEndTests.iso(start.addingTimeInterval(-populationLead)), extra: simFlags)
             let db: ScratchDatabase
             do { db = try ScratchDatabase.create() } catch { sim.stop(); throw error }
             var env = sim.environment
@@ -79,7 +83,7 @@ struct NightlyRunEndToEndTests {
 
     @Test("14 nights, 2,000 subscribers: events are true (precision 100 %), observable changes are found (recall 100 %), segments match the truth, win-back entries follow the campaign table")
     func fourteenNights() throws {
-        let world = try World.make(subscribers: 2000, seed: 11)
+        let world = try World.make(subscribers: 2000, seed: 11, populationLead: 45 * Self.day)
         defer { world.close() }
         let db = try world.connect()
         let allTruth = try world.sim.events(from: Self.iso(Self.start.addingTimeInterval(-800 * Self.day)), to: Self.iso(Self.start.addingTimeInterval(15 * Self.day)))
