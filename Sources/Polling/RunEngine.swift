@@ -409,7 +409,7 @@ final class RunLocks: @unchecked Sendable {
         let (wanted, known) = lock.withLock { (held, backend) }
         do {
             let (pid, lost) = try await pool.withConnection { c -> (Int32, [Int64]) in
-                try c.execute("SELECT 1")
+                try c.ping()
                 guard c.backendPID != known else { return (c.backendPID, []) }
                 var lost: [Int64] = []
                 for key in wanted.keys where try !c.tryAdvisoryLock(key) { lost.append(key) }

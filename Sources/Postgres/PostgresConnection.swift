@@ -77,6 +77,11 @@ public final class PostgresConnection: @unchecked Sendable {
     /// True when libpq considers the connection unusable.
     public var isBroken: Bool { PQstatus(conn) != CONNECTION_OK }
 
+    /// Round-trips a no-op statement: throws `connectionLost` when the server is gone.
+    public func ping() throws {
+        try runScript("SELECT 1")
+    }
+
     /// The server process serving this connection.
     public var backendPID: Int32 { PQbackendPID(conn) }
 

@@ -116,20 +116,8 @@ struct BackfillCommand: AsyncParsableCommand {
             }
 
             var options = RunOptions(asOf: asOfDate)
-            guard concurrency > 0, batchSize > 0 else { throw CLIError.configuration("--concurrency and --batch-size must be positive") }
-            options.concurrency = concurrency
-            options.batchSize = batchSize
-            options.join = join
-            if let maxDuration {
-                guard let d = PlanWindows.parseDuration(maxDuration), d > 0 else {
-                    throw CLIError.configuration("--max-duration \"\(maxDuration)\" is not a duration (e.g. 2h)")
-                }
-                options.maxDuration = d
-            }
-            guard let grace = PlanWindows.parseDuration(shutdownGrace) else {
-                throw CLIError.configuration("--shutdown-grace \"\(shutdownGrace)\" is not a duration (e.g. 30s)")
-            }
-            options.shutdownGrace = grace
+            try options.applyWorkerFlags(concurrency: concurrency, batchSize: batchSize, join: join,
+                                         maxDuration: maxDuration, shutdownGrace: shutdownGrace)
             let config = try apple.configuration(logger: logger)
 
             let workers = max(1, (concurrency + batchSize - 1) / batchSize)

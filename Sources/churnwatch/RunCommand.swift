@@ -57,20 +57,8 @@ struct RunCommand: AsyncParsableCommand {
             let url = try global.resolvedDatabaseURL()
             var options = RunOptions(asOf: try windows.resolvedAsOf())
             options.windows = try windows.resolvedWindows()
-            guard concurrency > 0, batchSize > 0 else { throw CLIError.configuration("--concurrency and --batch-size must be positive") }
-            options.concurrency = concurrency
-            options.batchSize = batchSize
-            options.join = join
-            if let maxDuration {
-                guard let d = PlanWindows.parseDuration(maxDuration), d > 0 else {
-                    throw CLIError.configuration("--max-duration \"\(maxDuration)\" is not a duration (e.g. 6h)")
-                }
-                options.maxDuration = d
-            }
-            guard let grace = PlanWindows.parseDuration(shutdownGrace) else {
-                throw CLIError.configuration("--shutdown-grace \"\(shutdownGrace)\" is not a duration (e.g. 30s)")
-            }
-            options.shutdownGrace = grace
+            try options.applyWorkerFlags(concurrency: concurrency, batchSize: batchSize, join: join,
+                                         maxDuration: maxDuration, shutdownGrace: shutdownGrace)
             guard let interval = PlanWindows.parseDuration(progressInterval), interval > 0 else {
                 throw CLIError.configuration("--progress-interval \"\(progressInterval)\" is not a positive duration (e.g. 10s)")
             }
@@ -202,5 +190,25 @@ enum RunOutcomeReport {
         case .unauthorized(let runId):
             throw CLIError.configuration("Apple rejected the API key: check issuer id, key id and key (run \(runId) is resumable)")
         }
+    }
+}
+
+extension RunOptions {
+    /// The worker flags `run` and `backfill` share, validated: one line naming the flag when wrong.
+    mutating func applyWorkerFlags(concurrency: Int, batchSize: Int, join: Bool, maxDuration: String?, shutdownGrace: String) throws {
+        guard concurrency > 0, batchSize > 0 else { throw CLIError.configuration("--concurrency and --batch-size must be positive") }
+        self.concurrency = concurrency
+        self.batchSize = batchSize
+        self.join = join
+        if let maxDuration {
+            guard let d = PlanWindows.parseDuration(maxDuration), d > 0 else {
+                throw CLIError.configuration("--max-duration \"\(maxDuration)\" is not a duration (e.g. 6h)")
+            }
+            self.maxDuration = d
+        }
+        guard let grace = PlanWindows.parseDuration(shutdownGrace) else {
+            throw CLIError.configuration("--shutdown-grace \"\(shutdownGrace)\" is not a duration (e.g. 30s)")
+        }
+        self.shutdownGrace = grace
     }
 }
