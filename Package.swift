@@ -25,8 +25,12 @@ let package = Package(
         // X.509 parsing and RFC 5280 path validation for Apple's x5c chains (Apple).
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.3.0"),
-        // HTTP server of the App Store simulator only; churnwatch never links it (Apple).
-        .package(url: "https://github.com/apple/swift-nio.git", from: "2.80.0"),
+        // Event loops and HTTP/1.1: churnwatch's HTTP client (through AsyncHTTPClient) and the
+        // App Store simulator's server; churnwatch never links the simulator (Apple).
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.100.0"),
+        // HTTP client for Apple's API on SwiftNIO: pooled keep-alive connections, TLS, HTTP/2,
+        // deadlines, and no thread hop per request (SSWG).
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // libpq, from Debian's libpq-dev.
@@ -58,6 +62,10 @@ let package = Package(
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         // All SQL for churnwatch's own tables.

@@ -8,9 +8,9 @@ struct HTTPBenchmark {
     var token: String
     var concurrency: Int
     var requests: Int
+    var transport: any HTTPTransport
 
     func run() async throws {
-        let transport = URLSessionTransport(maximumConnectionsPerHost: max(concurrency, 8))
         let start = Date()
         let each = requests / concurrency
         let failures = try await withThrowingTaskGroup(of: Int.self) { group in

@@ -1,3 +1,4 @@
+import AppStoreServerAPI
 import Foundation
 import Postgres
 
@@ -15,7 +16,15 @@ do {
     case "http":
         let a = Array(arguments.dropFirst())
         guard a.count >= 2, let url = URL(string: a[0]) else { throw BenchError("usage: churnwatch-bench http URL TOKEN [CONCURRENCY] [REQUESTS]") }
-        try await HTTPBenchmark(url: url, token: a[1], concurrency: a.count > 2 ? Int(a[2]) ?? 32 : 32, requests: a.count > 3 ? Int(a[3]) ?? 5000 : 5000).run()
+        // TOKEN "env": mint one from the APPSTORE_* environment (as churnwatch does).
+        var token = a[1]
+        if token == "env" {
+            let configuration = try AppStoreConfiguration.fromEnvironment(ProcessInfo.processInfo.environment)
+            token = try AppStoreTokenProvider(issuerId: configuration.issuerId, keyId: configuration.keyId, bundleId: configuration.bundleId,
+                                              privateKey: configuration.signingKey.key).token()
+        }
+        try await HTTPBenchmark(url: url, token: token, concurrency: a.count > 2 ? Int(a[2]) ?? 32 : 32, requests: a.count > 3 ? Int(a[3]) ?? 5000 : 5000,
+                                transport: NIOHTTPTransport.shared).run()
     case "pg":
         try PostgresBenchmark(rows: Int(ProcessInfo.processInfo.environment["BENCH_ROWS"] ?? "") ?? 100_000).run()
     default:

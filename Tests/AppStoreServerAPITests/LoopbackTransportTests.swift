@@ -2,8 +2,8 @@
 import Foundation
 import Testing
 
-/// The client over real HTTP: URLSession to a server on 127.0.0.1.
-@Suite("URLSession over loopback HTTP")
+/// The client over real HTTP: the NIO transport to a server on 127.0.0.1.
+@Suite("NIO transport over loopback HTTP")
 struct LoopbackTransportTests {
     @Test func statusAndHistoryOverRealHTTP() async throws {
         let pki = try TestPKI()
@@ -21,7 +21,7 @@ struct LoopbackTransportTests {
         defer { server.stop() }
 
         let configuration = TestConfiguration.make(pki: pki, baseURL: server.baseURL, sandboxBaseURL: server.baseURL)
-        let client = AppStoreServerAPIClient(configuration: configuration, transport: URLSessionTransport())
+        let client = AppStoreServerAPIClient(configuration: configuration, transport: NIOHTTPTransport.shared)
 
         let outcome = await client.subscriptionStatuses(for: "2000000000000001")
         #expect(outcome.value?.subscriptions.first?.renewalInfo?.autoRenewStatus == .on, "\(outcome)")
@@ -51,7 +51,7 @@ struct LoopbackTransportTests {
         }
         defer { server.stop() }
         let configuration = TestConfiguration.make(pki: try TestPKI(), baseURL: server.baseURL)
-        let client = AppStoreServerAPIClient(configuration: configuration, transport: URLSessionTransport())
+        let client = AppStoreServerAPIClient(configuration: configuration, transport: NIOHTTPTransport.shared)
         let outcome = await client.verifyReceipt("T0xE", excludeOldTransactions: true)
         let result = try #require(outcome.value, "\(outcome)")
         #expect(result.latestReceipt == "TkVX")
@@ -68,20 +68,33 @@ struct LoopbackTransportTests {
         server.stop()
         let clock = TestClock()
         let configuration = TestConfiguration.make(pki: try TestPKI(), baseURL: url, retry: RetryPolicy(maxAttempts: 2))
-        let client = AppStoreServerAPIClient(configuration: configuration, transport: URLSessionTransport(), clock: clock, random: { 0 })
+        let client = AppStoreServerAPIClient(configuration: configuration, transport: NIOHTTPTransport.shared, clock: clock, random: { 0 })
         let outcome = await client.transactionInfo(for: "1")
         guard case .retryable(.connection) = outcome else { Issue.record("\(outcome)"); return }
     }
 }
 
-@Suite("URLSessionTransport deadline")
-struct URLSessionTransportDeadlineTests {
+@Suite("NIOHTTPTransport deadline and cancellation")
+struct NIOHTTPTransportDeadlineTests {
     @Test func aServerThatNeverAnswersTimesOut() async throws {
         // Accepts the connection, reads the request, never answers.
         let server = try LoopbackHTTPServer(hang: true) { _ in .init(status: 200) }
         defer { server.stop() }
-        let transport = URLSessionTransport()
         let request = HTTPRequest(method: "GET", url: server.baseURL.appendingPathComponent("slow"), timeout: 0.3)
-        await #expect(throws: HTTPTransportError.timeout) { try await transport.send(request) }
+        await #expect(throws: HTTPTransportError.timeout) { try await NIOHTTPTransport.shared.send(request) }
+    }
+
+    @Test func cancellingARequestEndsItWithCancellationError() async throws {
+        // A graceful shutdown cancels requests in flight: they must end at once, as cancelled.
+        let server = try LoopbackHTTPServer(hang: true) { _ in .init(status: 200) }
+        defer { server.stop() }
+        let request = HTTPRequest(method: "GET", url: server.baseURL.appendingPathComponent("slow"), timeout: 600)
+        let task = Task { try await NIOHTTPTransport.shared.send(request) }
+        // Cancel once the server holds the request (it records it before hanging).
+        let deadline = Date().addingTimeInterval(30)
+        while server.requests.isEmpty, Date() < deadline { await Task.yield() }
+        try #require(!server.requests.isEmpty, "the request never reached the server")
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
     }
 }

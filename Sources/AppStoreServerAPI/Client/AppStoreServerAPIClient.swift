@@ -18,12 +18,12 @@ public final class AppStoreServerAPIClient: Sendable {
     private static let userAgent = "churnwatch/1.0"
 
     /// - Parameters:
-    ///   - transport: the HTTP client; ``URLSessionTransport`` in production.
+    ///   - transport: the HTTP client; ``NIOHTTPTransport/shared`` in production.
     ///   - limiter: the shared budget; by default a ``TokenBucketRateLimiter`` with the configured rates.
     ///   - clock: time for tokens, backoff, `Retry-After` and the limiter.
     ///   - random: uniform values in [0, 1) for backoff jitter.
     public init(
-        configuration: AppStoreConfiguration, transport: any HTTPTransport = URLSessionTransport(),
+        configuration: AppStoreConfiguration, transport: any HTTPTransport = NIOHTTPTransport.shared,
         limiter: (any AppStoreRateLimiter)? = nil, clock: any AppStoreClock = SystemClock(),
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
         logger: Logger = Logger(label: "churnwatch.appstore", factory: { _ in SwiftLogNoOpLogHandler() })

@@ -36,6 +36,13 @@ public struct HTTPResponse: Sendable {
         self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
         self.body = body
     }
+
+    /// Header names already lowercased (first value of each), as transports collect them.
+    public init(lowercasedHeaders headers: [String: String], status: Int, body: Data) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
 }
 
 /// Why a request got no HTTP response. Both are retryable.
