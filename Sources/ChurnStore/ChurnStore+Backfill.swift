@@ -204,7 +204,7 @@ extension ChurnStore {
     /// the same queue as nightly runs. A crash before COMMIT leaves nothing behind.
     public func runCreateBackfill(asOf: Date, cohort: BackfillCohort, params: PostgresJSON) async throws -> RunRecord {
         let selection = Self.backfillSelection(cohort)
-        return try await pool.withTransaction { db in
+        let result = try await pool.withTransaction { db in
             let run = try Self.decodeRun(try db.query("""
                 INSERT INTO churnwatch.runs (kind, as_of, status, params)
                 VALUES ('backfill', \(asOf), 'running', \(params))
@@ -220,5 +220,7 @@ extension ChurnStore {
             planned.due = due
             return planned
         }
+        await refreshStatistics(.runItems)
+        return result
     }
 }

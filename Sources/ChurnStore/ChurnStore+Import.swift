@@ -21,7 +21,7 @@ extension ChurnStore {
     /// `INSERT ... ON CONFLICT DO NOTHING`, all in one transaction. Re-importing the same file
     /// changes nothing; rows already registered keep every column as it is.
     public func subscriptionsImport(_ parser: SubscriptionImportParser) async throws -> ImportCounts {
-        try await pool.withTransaction(maxAttempts: 2) { db in
+        let result = try await pool.withTransaction(maxAttempts: 2) { db in
             var counts = ImportCounts()
             try db.runScript("""
                 CREATE TEMP TABLE import_stage (
@@ -51,5 +51,7 @@ extension ChurnStore {
             counts.alreadyKnown = distinct - counts.inserted
             return counts
         }
+        await refreshStatistics(.subscriptions)
+        return result
     }
 }

@@ -97,7 +97,7 @@ extension ChurnStore {
     /// COMMIT leaves nothing behind. Returns the run and its counts by reason.
     public func runCreateNightly(asOf: Date, windows: PlanWindows, params: PostgresJSON) async throws -> (RunRecord, [DueReason: Int]) {
         let selection = Self.dueSelection(asOf: asOf, windows: windows)
-        return try await pool.withTransaction { db in
+        let result = try await pool.withTransaction { db in
             let run = try Self.decodeRun(try db.query("""
                 INSERT INTO churnwatch.runs (kind, as_of, status, params)
                 VALUES ('nightly', \(asOf), 'running', \(params))
@@ -123,6 +123,8 @@ extension ChurnStore {
             planned.due = due
             return (planned, byReason)
         }
+        await refreshStatistics(.runItems)
+        return result
     }
 
     /// Marks a resumed or interrupted run as running again.

@@ -29,3 +29,31 @@ extension ChurnStore {
         guard ok else { throw SchemaError(description: "the churnwatch schema is missing or out of date: run `churnwatch migrate` first") }
     }
 }
+
+extension ChurnStore {
+    /// Tables whose planner statistics a bulk change makes stale.
+    enum BulkTable: String {
+        case subscriptions = "churnwatch.subscriptions"
+        case runItems = "churnwatch.run_items"
+
+        var analyze: PostgresQuery {
+            switch self {
+            case .subscriptions: "ANALYZE churnwatch.subscriptions"
+            case .runItems: "ANALYZE churnwatch.run_items"
+            }
+        }
+    }
+
+    /// ANALYZE after a bulk change (an import, a run's planning). The workers' batch statements
+    /// join a few hundred ids against these tables; planned with the statistics of an empty
+    /// or older table, PostgreSQL scans the whole table per batch instead of probing its
+    /// index, and a night turns quadratic. Autovacuum would notice only after a minute or so.
+    /// Statistics only speed things up: a failure is logged, not thrown.
+    func refreshStatistics(_ table: BulkTable) async {
+        do {
+            try await pool.withConnection { db in try db.execute(table.analyze) }
+        } catch {
+            logger.warning("could not refresh planner statistics", metadata: ["table": "\(table.rawValue)", "error": "\(error)"])
+        }
+    }
+}
