@@ -140,40 +140,49 @@ extension ChurnStore {
 
         return try await pool.withTransaction { db in
             var counts = BatchCounts()
-            if !sc.ids.isEmpty {
-                try db.execute("""
-                    UPDATE churnwatch.subscriptions AS s SET
-                        product_id = u.product_id, subscription_group_id = u.group_id, state = u.state,
-                        apple_status = u.apple_status, period_start = u.period_start, expires_at = u.expires_at,
-                        auto_renew = u.auto_renew, auto_renew_product_id = u.auto_renew_product_id,
-                        in_billing_retry = u.in_billing_retry, grace_period_expires_at = u.grace,
-                        expiration_intent = u.intent, price_increase_status = u.price_increase,
-                        revocation_date = u.revocation_date, revocation_reason = u.revocation_reason,
-                        offer_type = u.offer_type, latest_transaction_id = u.latest_tx, signed_date = u.signed_date,
-                        snapshot = u.snapshot, history_revision = coalesce(u.history_revision, s.history_revision),
-                        receipt_latest = coalesce(u.receipt_latest, s.receipt_latest), updated_at = now()
-                    FROM unnest(\(sc.ids)::text[], \(sc.productIds)::text[], \(sc.groupIds)::text[], \(sc.states)::text[],
-                                \(sc.appleStatuses)::int[], \(sc.periodStarts)::timestamptz[], \(sc.expiresAts)::timestamptz[],
-                                \(sc.autoRenews)::bool[], \(sc.autoRenewProducts)::text[], \(sc.inRetry)::bool[],
-                                \(sc.graces)::timestamptz[], \(sc.intents)::int[], \(sc.priceIncreases)::int[],
-                                \(sc.revocationDates)::timestamptz[], \(sc.revocationReasons)::int[], \(sc.offerTypes)::int[],
-                                \(sc.latestTransactions)::text[], \(sc.signedDates)::timestamptz[], \(sc.snapshots)::jsonb[],
-                                \(sc.historyRevisions)::text[], \(sc.receiptLatests)::text[])
-                         AS u(id, product_id, group_id, state, apple_status, period_start, expires_at, auto_renew,
-                              auto_renew_product_id, in_billing_retry, grace, intent, price_increase, revocation_date,
-                              revocation_reason, offer_type, latest_tx, signed_date, snapshot, history_revision, receipt_latest)
-                    WHERE s.original_transaction_id = u.id
-                      AND (s.signed_date IS NULL OR u.signed_date IS NULL OR s.signed_date <= u.signed_date)
-                    """)
-            }
             if !polledIdsC.isEmpty {
-                counts.polled = try db.execute("""
-                    UPDATE churnwatch.subscriptions AS s SET
-                        environment = u.environment, last_polled_at = \(detectedAt), last_success_at = \(detectedAt),
-                        last_outcome = 'ok', last_error = NULL, consecutive_failures = 0
-                    FROM unnest(\(polledIdsC)::text[], \(polledEnvC)::text[]) AS u(id, environment)
-                    WHERE s.original_transaction_id = u.id
-                    """)
+                // One row version per polled subscription: the verified state and the polling
+                // bookkeeping in one UPDATE (rows whose stored state is newer, or that were
+                // answered stale, get the bookkeeping only).
+                counts.polled = try db.query("""
+                    WITH fresh AS (
+                        UPDATE churnwatch.subscriptions AS s SET
+                            product_id = u.product_id, subscription_group_id = u.group_id, state = u.state,
+                            apple_status = u.apple_status, period_start = u.period_start, expires_at = u.expires_at,
+                            auto_renew = u.auto_renew, auto_renew_product_id = u.auto_renew_product_id,
+                            in_billing_retry = u.in_billing_retry, grace_period_expires_at = u.grace,
+                            expiration_intent = u.intent, price_increase_status = u.price_increase,
+                            revocation_date = u.revocation_date, revocation_reason = u.revocation_reason,
+                            offer_type = u.offer_type, latest_transaction_id = u.latest_tx, signed_date = u.signed_date,
+                            snapshot = u.snapshot, history_revision = coalesce(u.history_revision, s.history_revision),
+                            receipt_latest = coalesce(u.receipt_latest, s.receipt_latest), updated_at = now(),
+                            environment = u.environment, last_polled_at = \(detectedAt), last_success_at = \(detectedAt),
+                            last_outcome = 'ok', last_error = NULL, consecutive_failures = 0
+                        FROM unnest(\(sc.ids)::text[], \(sc.productIds)::text[], \(sc.groupIds)::text[], \(sc.states)::text[],
+                                    \(sc.appleStatuses)::int[], \(sc.periodStarts)::timestamptz[], \(sc.expiresAts)::timestamptz[],
+                                    \(sc.autoRenews)::bool[], \(sc.autoRenewProducts)::text[], \(sc.inRetry)::bool[],
+                                    \(sc.graces)::timestamptz[], \(sc.intents)::int[], \(sc.priceIncreases)::int[],
+                                    \(sc.revocationDates)::timestamptz[], \(sc.revocationReasons)::int[], \(sc.offerTypes)::int[],
+                                    \(sc.latestTransactions)::text[], \(sc.signedDates)::timestamptz[], \(sc.snapshots)::jsonb[],
+                                    \(sc.historyRevisions)::text[], \(sc.receiptLatests)::text[], \(sc.environments)::text[])
+                             AS u(id, product_id, group_id, state, apple_status, period_start, expires_at, auto_renew,
+                                  auto_renew_product_id, in_billing_retry, grace, intent, price_increase, revocation_date,
+                                  revocation_reason, offer_type, latest_tx, signed_date, snapshot, history_revision, receipt_latest,
+                                  environment)
+                        WHERE s.original_transaction_id = u.id
+                          AND (s.signed_date IS NULL OR u.signed_date IS NULL OR s.signed_date <= u.signed_date)
+                        RETURNING s.original_transaction_id
+                    ), rest AS (
+                        UPDATE churnwatch.subscriptions AS s SET
+                            environment = u.environment, last_polled_at = \(detectedAt), last_success_at = \(detectedAt),
+                            last_outcome = 'ok', last_error = NULL, consecutive_failures = 0
+                        FROM unnest(\(polledIdsC)::text[], \(polledEnvC)::text[]) AS u(id, environment)
+                        WHERE s.original_transaction_id = u.id
+                          AND NOT EXISTS (SELECT 1 FROM fresh f WHERE f.original_transaction_id = u.id)
+                        RETURNING 1
+                    )
+                    SELECT (SELECT count(*) FROM fresh) + (SELECT count(*) FROM rest) AS n
+                    """)[0].decode(Int.self, "n")
             }
             if !failedIdsC.isEmpty {
                 counts.failed = try db.execute("""
@@ -294,7 +303,7 @@ struct SubscriptionColumns {
     var autoRenewProducts: [String?] = [], inRetry: [Bool?] = [], graces: [Date?] = [], intents: [Int32?] = []
     var priceIncreases: [Int32?] = [], revocationDates: [Date?] = [], revocationReasons: [Int32?] = [], offerTypes: [Int32?] = []
     var latestTransactions: [String] = [], signedDates: [Date?] = [], snapshots: [PostgresJSON] = []
-    var historyRevisions: [String?] = [], receiptLatests: [String?] = []
+    var historyRevisions: [String?] = [], receiptLatests: [String?] = [], environments: [String] = []
 
     mutating func append(_ p: PollWrite.Polled, _ id: String, _ encoder: JSONEncoder) throws {
         let s = p.snapshot
@@ -319,6 +328,7 @@ struct SubscriptionColumns {
         snapshots.append(PostgresJSON(data: try encoder.encode(s)))
         historyRevisions.append(p.historyRevision)
         receiptLatests.append(p.receiptLatest)
+        environments.append(p.environment)
     }
 }
 

@@ -12,7 +12,7 @@ public struct RunOptions: Sendable {
     /// Apple requests in flight at once (per process).
     public var concurrency = 32
     /// Items claimed and committed together.
-    public var batchSize = 16
+    public var batchSize = 32
     /// How long a claim holds before another worker may take the item.
     public var lease: TimeInterval = 120
     /// Work an unfinished run instead of owning one (`run --join`): no lock, no planning, no
@@ -318,8 +318,11 @@ public final class RunEngine: Sendable {
                 state.endFlight(writes.map(\.item.originalTransactionId))
                 finished.removeAll(keepingCapacity: true)
                 lastCommit = Date()
-                let stats = try PostgresJSON(encoding: state.stats)
-                try await persist("heartbeat") { try await self.store.runWorkerHeartbeat(runId: run.id, worker: worker, stats: stats) }
+                // The heartbeat (liveness and counters for `status`) at most once a second.
+                if state.heartbeatDue() {
+                    let stats = try PostgresJSON(encoding: state.stats)
+                    try await persist("heartbeat") { try await self.store.runWorkerHeartbeat(runId: run.id, worker: worker, stats: stats) }
+                }
                 progress?(report)
             }
 
@@ -463,6 +466,7 @@ final class LockedState: @unchecked Sendable {
     private var _failure: (any Error)?
     private var _inFlight: Set<String> = []
     private var lastOrphanCheck = Date.distantPast
+    private var lastHeartbeat = Date.distantPast
 
     init(outageThreshold: Int) { self.outageThreshold = outageThreshold }
 
@@ -477,6 +481,15 @@ final class LockedState: @unchecked Sendable {
 
     func beginFlight(_ ids: [String]) { lock.withLock { _inFlight.formUnion(ids) } }
     func endFlight(_ ids: [String]) { lock.withLock { _inFlight.subtract(ids) } }
+
+    /// True at most once a second per process: time to write the heartbeat.
+    func heartbeatDue() -> Bool {
+        lock.withLock {
+            guard Date().timeIntervalSince(lastHeartbeat) >= 1 else { return false }
+            lastHeartbeat = Date()
+            return true
+        }
+    }
 
     /// True at most every two seconds per process: time to look for items of dead workers.
     func orphanCheckDue() -> Bool {

@@ -72,7 +72,12 @@ public struct SubscriptionPoller: Sendable {
                           failure: .subscription, calls: calls)
         }
         let renewal = entry.renewalInfo.flatMap { RenewalFacts($0, originalTransactionId: otid) }
-        var records = [TransactionRecord(facts: transaction, payload: Self.json(entry.transaction))]
+        // The latest transaction is stored again only when it is new or changed: on most nights
+        // Apple re-signs the same transaction, and only its signedDate differs.
+        var records: [TransactionRecord] = []
+        if !Self.storedUnchanged(transaction, in: item.snapshot) {
+            records.append(TransactionRecord(facts: transaction, payload: Self.signedPayload(entry.signedTransactionInfo) ?? Self.json(entry.transaction)))
+        }
 
         // History only when the stored state cannot explain the answer.
         var history: [TransactionFacts]? = nil
@@ -92,11 +97,11 @@ public struct SubscriptionPoller: Sendable {
             switch outcome {
             case .success(let h):
                 var facts: [TransactionFacts] = []
-                for payload in h.transactions where payload.originalTransactionId == otid {
+                for (payload, signed) in zip(h.transactions, h.signedTransactions) where payload.originalTransactionId == otid {
                     guard let f = TransactionFacts(payload) else { continue }
                     facts.append(f)
                     if f.transactionId != transaction.transactionId {
-                        records.append(TransactionRecord(facts: f, payload: Self.json(payload)))
+                        records.append(TransactionRecord(facts: f, payload: Self.signedPayload(signed) ?? Self.json(payload)))
                     }
                 }
                 history = facts
@@ -180,6 +185,28 @@ public struct SubscriptionPoller: Sendable {
             (reason, cls) = ("malformed: \(why)", .subscription)
         }
         return Result(write: PollWrite(item: item, outcome: .failed(reason: reason), quarantine: quarantine), failure: cls, calls: calls)
+    }
+
+    /// True when the stored snapshot already describes `transaction` as it is now (same id,
+    /// period, revocation, upgrade, offer and price): its transactions row needs no rewrite.
+    static func storedUnchanged(_ transaction: TransactionFacts, in snapshot: SubscriptionSnapshot?) -> Bool {
+        guard let s = snapshot else { return false }
+        return s.transactionId == transaction.transactionId && s.productId == transaction.productId
+            && s.periodStart == transaction.purchaseDate && s.periodEnd == transaction.expiresDate
+            && s.revocationDate == transaction.revocationDate && s.rawRevocationReason == transaction.revocationReason
+            && s.rawRevocationType == transaction.revocationType && s.isUpgraded == transaction.isUpgraded
+            && s.rawOfferType == transaction.offerType && s.offerIdentifier == transaction.offerIdentifier
+            && s.rawOfferDiscountType == transaction.offerDiscountType && s.price == transaction.price
+            && s.currency == transaction.currency && s.rawTransactionReason == transaction.transactionReason
+            && s.rawOwnershipType == transaction.inAppOwnershipType && s.appAccountToken == transaction.appAccountToken
+    }
+
+    /// The payload of a verified JWS exactly as Apple signed it (JSON with Apple's field names,
+    /// new fields included): stored as is, without decoding and encoding it again.
+    static func signedPayload(_ jws: String) -> PostgresJSON? {
+        let parts = jws.utf8.split(separator: UInt8(ascii: "."), maxSplits: 2, omittingEmptySubsequences: false)
+        guard parts.count == 3, let bytes = Base64URL.decode(utf8: ArraySlice(parts[1])) else { return nil }
+        return PostgresJSON(data: Data(bytes))
     }
 
     static func json<T: Encodable>(_ value: T) -> PostgresJSON {

@@ -43,12 +43,14 @@ public final class PostgresRows: Sequence {
     /// The first row, if any.
     public var first: PostgresRow? { count > 0 ? self[0] : nil }
 
+    /// The position of the column named `name` (the first, when several share it). Column
+    /// names are compared exactly, as a quoted identifier would be; results have few columns,
+    /// so a scan of the names decoded once beats a lookup through libpq per value.
     func columnIndex(_ name: String) throws -> Int32 {
-        let i = PQfnumber(result, PostgresQuery.quoteIdentifier(name))
-        guard i >= 0 else {
+        guard let i = columns.firstIndex(of: name) else {
             throw PostgresError(kind: .usage, message: "no column \"\(name)\" in the result")
         }
-        return i
+        return Int32(i)
     }
 }
 

@@ -85,7 +85,7 @@ struct BackfillCommand: AsyncParsableCommand {
     var concurrency = 32
 
     @Option(name: .customLong("batch-size"), help: "Items claimed and committed together.")
-    var batchSize = 16
+    var batchSize = 32
 
     @Option(name: .customLong("max-duration"), help: ArgumentHelp("Stop claiming after this long and exit 75 (resumable), e.g. 2h.", valueName: "duration"))
     var maxDuration: String?

@@ -30,7 +30,7 @@ struct RunCommand: AsyncParsableCommand {
     var concurrency = 32
 
     @Option(name: .customLong("batch-size"), help: "Items claimed and committed together.")
-    var batchSize = 16
+    var batchSize = 32
 
     @Flag(name: .customLong("join"), help: "Work the run in progress alongside its owner (another process or host); no planning, no closing.")
     var join = false
