@@ -25,16 +25,20 @@ extension AppStoreServerAPIClient {
         var switched = false
         while true {
             let url = configuration.verifyReceiptURL(for: environment)
+            // The judge decodes the answer to read its status; the accepted one is kept, not decoded twice.
+            var accepted: VerifyReceiptResponse?
             let raw = await perform(RateLimitKey(.verifyReceipt, environment), authorized: false) { _ in
                 HTTPRequest(
                     method: "POST", url: url,
                     headers: [("Content-Type", "application/json"), ("Accept", "application/json"), ("User-Agent", "churnwatch/1.0")],
                     body: body, timeout: configuration.requestTimeout)
-            } judge: { Self.judgeVerifyReceipt($0) }
-            guard case .success(let http) = raw else { return raw.failure() }
-            guard let response = try? JSONDecoder().decode(VerifyReceiptResponse.self, from: http.body) else {
-                return .malformedResponse("verifyReceipt response is not the expected JSON")
+            } judge: { http in
+                let (verdict, decoded) = Self.judgeVerifyReceipt(http)
+                accepted = decoded
+                return verdict
             }
+            guard case .success = raw else { return raw.failure() }
+            guard let response = accepted else { return .malformedResponse("verifyReceipt response is not the expected JSON") }
             switch response.status {
             case 21_007 where !switched && environment == .production, 21_008 where !switched && environment == .sandbox:
                 switched = true
@@ -48,26 +52,27 @@ extension AppStoreServerAPIClient {
     }
 
     /// verifyReceipt answers 200 with a `status`; decide success, retry or failure from it.
-    static func judgeVerifyReceipt(_ response: HTTPResponse) -> Verdict {
+    /// The verdict, and the decoded answer when it is accepted (success).
+    static func judgeVerifyReceipt(_ response: HTTPResponse) -> (Verdict, VerifyReceiptResponse?) {
         switch response.status {
         case 200..<300: break
-        case 429: return .rateLimited(response.headers["retry-after"])
-        case 500...599: return .retry(.http(status: response.status, code: nil))
-        default: return .done(.badRequest(nil))
+        case 429: return (.rateLimited(response.headers["retry-after"]), nil)
+        case 500...599: return (.retry(.http(status: response.status, code: nil)), nil)
+        default: return (.done(.badRequest(nil)), nil)
         }
         guard let decoded = try? JSONDecoder().decode(VerifyReceiptResponse.self, from: response.body) else {
-            return .done(.malformedResponse("verifyReceipt response is not the expected JSON"))
+            return (.done(.malformedResponse("verifyReceipt response is not the expected JSON")), nil)
         }
         let code = AppStoreErrorCode(Int64(decoded.status))
         switch decoded.status {
         case 0, 21_006, 21_007, 21_008:
-            return .done(.success(response))
+            return (.done(.success(response)), decoded)
         case 21_002, 21_005, 21_009:
-            return .retry(.http(status: response.status, code: code))
+            return (.retry(.http(status: response.status, code: code)), nil)
         case 21_100...21_199 where decoded.isRetryable == true:
-            return .retry(.http(status: response.status, code: code))
+            return (.retry(.http(status: response.status, code: code)), nil)
         default:
-            return .done(.badRequest(code))
+            return (.done(.badRequest(code)), nil)
         }
     }
 }
