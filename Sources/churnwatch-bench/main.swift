@@ -4,7 +4,8 @@ import Postgres
 
 // churnwatch-bench MODE: benchmarks for ops/bench. Each prints `key=value` lines.
 //   pg                         COPY and batched upsert throughput for 100,000 rows (DATABASE_URL)
-//   http URL TOKEN [C] [N]     raw HTTP transport throughput against a URL (the simulator)
+//   http URL TOKEN [C] [N]     raw HTTP transport throughput against a URL (the simulator);
+//                              TOKEN "env" mints one from the APPSTORE_* environment
 //   jws [--seconds S]          JWS verification on one core: jws_verify_per_s (warm chain
 //                              cache), jws_verify_cold_per_s (a new verifier per payload)
 //   jws-parts [--seconds S]    the pieces of a warm verification
