@@ -122,24 +122,17 @@ let package = Package(
             ]
         ),
 
-        // Benchmarks of the App Store client (JWS verification); prints key=value lines for ops/bench.
-        .executableTarget(
-            name: "cw-bench",
-            dependencies: [
-                "AppStoreServerAPI",
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "X509", package: "swift-certificates"),
-                .product(name: "SwiftASN1", package: "swift-asn1"),
-            ]
-        ),
-
-        // Benchmarks behind ops/bench (release builds); prints key=value lines.
+        // Benchmarks behind ops/bench (release builds): PostgreSQL, HTTP transport, JWS
+        // verification (the certificates of its test chain need Crypto, X509 and SwiftASN1).
         .executableTarget(
             name: "churnwatch-bench",
             dependencies: [
                 "Postgres",
                 "AppStoreServerAPI",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
 

@@ -12,9 +12,9 @@ public struct PlanCounts: Sendable, Equatable {
 }
 
 extension ChurnStore {
-    /// The due selection as one statement per reason; each branch is served by its own index.
-    /// Rows: (original_transaction_id, reason, priority), one per subscription (first reason).
-    static func dueSelection(asOf: Date, windows w: PlanWindows) -> PostgresQuery {
+    /// The due rules of design.md §1, in priority order: the condition on a row of
+    /// `churnwatch.subscriptions` under which it is due for each reason.
+    static func dueRules(asOf: Date, windows w: PlanWindows) -> [(reason: DueReason, condition: PostgresQuery)] {
         let startFrom = asOf.addingTimeInterval(-w.start)
         let endUntil = asOf.addingTimeInterval(w.end)
         let lapsedFrom = asOf.addingTimeInterval(-w.lapsed)
@@ -22,52 +22,60 @@ extension ChurnStore {
         // Apple retries up to 60 days; one more look within the lapsed window sees how it ended.
         let retryFrom = asOf.addingTimeInterval(-(w.billingRetryLimit + w.lapsed))
         let recent = asOf.addingTimeInterval(-w.minInterval)
+        let notRecent: PostgresQuery = "(last_success_at IS NULL OR last_success_at < \(recent))"
+        return [
+            (.new, "last_success_at IS NULL AND (last_polled_at IS NULL OR last_polled_at < \(recent) OR last_outcome = 'failed')"),
+            (.failed, "last_outcome = 'failed'"),
+            (.billingTrouble, "state IN ('billing_retry', 'grace_period') AND expires_at >= \(retryFrom) AND \(notRecent)"),
+            (.atRisk, """
+                state = 'active' AND (auto_renew = false OR price_increase_status = 0 OR auto_renew_product_id IS DISTINCT FROM product_id)
+                AND \(notRecent)
+                """),
+            (.periodEnd, "expires_at BETWEEN \(lapsedFrom) AND \(endUntil) AND \(notRecent)"),
+            (.periodStart, "period_start BETWEEN \(startFrom) AND \(asOf) AND \(notRecent)"),
+            (.stale, "last_success_at < \(staleBefore)"),
+        ]
+    }
+
+    /// The due selection, in one pass over `churnwatch.subscriptions`: one row per due
+    /// subscription, `(original_transaction_id, reason, priority)`, for the first reason it is
+    /// due for. `columns` adds columns of the subscription (e.g. `", receipt_data IS NOT NULL AS r"`).
+    ///
+    /// One scan, not one branch per reason: at a million subscriptions a third or more are due
+    /// on a night (every page of the table holds some), so the branches read the whole table
+    /// between them, and their union had to be sorted and made distinct. The disjunction in
+    /// WHERE still lets the planner combine the window indexes (a BitmapOr) when few are due.
+    static func dueSelection(asOf: Date, windows: PlanWindows, columns: PostgresQuery = "") -> PostgresQuery {
+        let rules = dueRules(asOf: asOf, windows: windows)
+        let reason = PostgresQuery.joined(rules.map { "WHEN \($0.condition) THEN \($0.reason.rawValue)" }, separator: "\n")
+        let priority = PostgresQuery.joined(rules.map { "WHEN \($0.condition) THEN \($0.reason.priority)" }, separator: "\n")
+        let due = PostgresQuery.joined(rules.map { "(\($0.condition))" }, separator: "\nOR ")
         return """
-            SELECT DISTINCT ON (original_transaction_id) original_transaction_id, reason, priority
-            FROM (
-                SELECT original_transaction_id, 'new' AS reason, \(DueReason.new.priority) AS priority
-                  FROM churnwatch.subscriptions WHERE last_success_at IS NULL
-                    AND (last_polled_at IS NULL OR last_polled_at < \(recent) OR last_outcome = 'failed')
-                UNION ALL
-                SELECT original_transaction_id, 'failed', \(DueReason.failed.priority)
-                  FROM churnwatch.subscriptions WHERE last_outcome = 'failed'
-                UNION ALL
-                SELECT original_transaction_id, 'billing_trouble', \(DueReason.billingTrouble.priority)
-                  FROM churnwatch.subscriptions WHERE state IN ('billing_retry', 'grace_period')
-                   AND expires_at >= \(retryFrom) AND (last_success_at IS NULL OR last_success_at < \(recent))
-                UNION ALL
-                SELECT original_transaction_id, 'at_risk', \(DueReason.atRisk.priority)
-                  FROM churnwatch.subscriptions WHERE state = 'active'
-                   AND (auto_renew = false OR price_increase_status = 0 OR auto_renew_product_id IS DISTINCT FROM product_id)
-                   AND (last_success_at IS NULL OR last_success_at < \(recent))
-                UNION ALL
-                SELECT original_transaction_id, 'period_end', \(DueReason.periodEnd.priority)
-                  FROM churnwatch.subscriptions WHERE expires_at BETWEEN \(lapsedFrom) AND \(endUntil)
-                   AND (last_success_at IS NULL OR last_success_at < \(recent))
-                UNION ALL
-                SELECT original_transaction_id, 'period_start', \(DueReason.periodStart.priority)
-                  FROM churnwatch.subscriptions WHERE period_start BETWEEN \(startFrom) AND \(asOf)
-                   AND (last_success_at IS NULL OR last_success_at < \(recent))
-                UNION ALL
-                SELECT original_transaction_id, 'stale', \(DueReason.stale.priority)
-                  FROM churnwatch.subscriptions WHERE last_success_at < \(staleBefore)
-            ) AS due
-            ORDER BY original_transaction_id, priority
+            SELECT original_transaction_id, CASE \(reason) END AS reason, CASE \(priority) END AS priority\(columns)
+            FROM churnwatch.subscriptions
+            WHERE \(due)
             """
     }
 
+    /// Statements that read or plan over the whole table run without JIT: at a million rows
+    /// the planner's cost passes the JIT thresholds, and compiling the expressions took longer
+    /// (3 to 4 s with LLVM optimization) than the scan they were compiled for.
+    static let withoutJIT: PostgresQuery = "SET LOCAL jit = off"
+
     /// Counts what a run at `asOf` would poll. Writes nothing.
     public func planCounts(asOf: Date, windows: PlanWindows) async throws -> PlanCounts {
-        let selection = Self.dueSelection(asOf: asOf, windows: windows)
-        return try await pool.withConnection { db in
+        let selection = Self.dueSelection(asOf: asOf, windows: windows, columns: """
+            , receipt_data IS NOT NULL AS receipt_only, (last_success_at IS NULL OR expires_at <= \(asOf)) AS likely_history
+            """)
+        return try await pool.withTransaction { db in
+            try db.execute(Self.withoutJIT)
             var counts = PlanCounts()
             let rows = try db.query("""
-                SELECT d.reason, count(*) AS n,
-                       count(*) FILTER (WHERE s.receipt_data IS NOT NULL) AS receipt_only,
-                       count(*) FILTER (WHERE s.last_success_at IS NULL OR s.expires_at <= \(asOf)) AS likely_history
+                SELECT reason, count(*) AS n,
+                       count(*) FILTER (WHERE receipt_only) AS receipt_only,
+                       count(*) FILTER (WHERE likely_history) AS likely_history
                 FROM (\(selection)) AS d
-                JOIN churnwatch.subscriptions s USING (original_transaction_id)
-                GROUP BY d.reason
+                GROUP BY reason
                 """)
             for row in rows {
                 guard let reason = DueReason(rawValue: try row.decode(String.self, "reason")) else { continue }

@@ -3,12 +3,27 @@ import Foundation
 import Postgres
 
 // churnwatch-bench MODE: benchmarks for ops/bench. Each prints `key=value` lines.
-//   pg   COPY and batched upsert throughput for 100,000 rows (DATABASE_URL)
+//   pg                         COPY and batched upsert throughput for 100,000 rows (DATABASE_URL)
+//   http URL TOKEN [C] [N]     raw HTTP transport throughput against a URL (the simulator);
+//                              TOKEN "env" mints one from the APPSTORE_* environment
+//   jws [--seconds S]          JWS verification on one core: jws_verify_per_s (warm chain
+//                              cache), jws_verify_cold_per_s (a new verifier per payload)
+//   jws-parts [--seconds S]    the pieces of a warm verification
+// Build with -c release for meaningful figures.
 
+let usage = "usage: churnwatch-bench pg | http URL TOKEN [CONCURRENCY] [REQUESTS] | jws [--seconds S] | jws-parts [--seconds S]\n"
 let arguments = CommandLine.arguments.dropFirst()
 guard let mode = arguments.first else {
-    FileHandle.standardError.write(Data("usage: churnwatch-bench pg\n".utf8))
+    FileHandle.standardError.write(Data(usage.utf8))
     exit(2)
+}
+
+/// `--seconds S` among the arguments (default 3).
+func secondsArgument() throws -> Double {
+    let a = Array(arguments.dropFirst())
+    guard let i = a.firstIndex(of: "--seconds") else { return 3 }
+    guard i + 1 < a.count, let s = Double(a[i + 1]), s > 0 else { throw BenchError("--seconds takes a positive number") }
+    return s
 }
 
 do {
@@ -27,8 +42,12 @@ do {
                                 transport: NIOHTTPTransport.shared).run()
     case "pg":
         try PostgresBenchmark(rows: Int(ProcessInfo.processInfo.environment["BENCH_ROWS"] ?? "") ?? 100_000).run()
+    case "jws":
+        try await JWSBenchmark(seconds: try secondsArgument()).run()
+    case "jws-parts":
+        try await JWSBenchmark(seconds: try secondsArgument()).parts()
     default:
-        FileHandle.standardError.write(Data("churnwatch-bench: unknown mode \(mode)\n".utf8))
+        FileHandle.standardError.write(Data("churnwatch-bench: unknown mode \(mode)\n\(usage)".utf8))
         exit(2)
     }
 } catch {

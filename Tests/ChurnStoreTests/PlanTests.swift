@@ -42,27 +42,57 @@ struct PlanTests {
         Case(id: "at-risk-and-ending: first reason wins", expected: .atRisk, state: "active", periodStart: -28 * day, expires: 1 * day, autoRenew: false, lastSuccess: -1 * day, lastOutcome: "ok"),
     ]
 
+    /// Migrates and inserts one subscription per case.
+    static func insertCases(_ db: PostgresConnection) throws {
+        try Migrator(migrations: try ProjectMigrations.load()).migrate(db)
+        for c in cases {
+            func at(_ offset: TimeInterval?) -> Date? { offset.map { asOf.addingTimeInterval($0) } }
+            try db.execute("""
+                INSERT INTO churnwatch.subscriptions (original_transaction_id, state, product_id, auto_renew_product_id,
+                    period_start, expires_at, auto_renew, price_increase_status, last_success_at, last_polled_at, last_outcome)
+                VALUES (\(c.id), \(c.state), \(c.state == nil ? nil : "pro"), \(c.state == nil ? nil : (c.renewsInto ?? "pro")),
+                    \(at(c.periodStart)), \(at(c.expires)), \(c.autoRenew), \(c.priceIncrease.map(Int32.init)),
+                    \(at(c.lastSuccess)), \(at(c.lastSuccess)), \(c.lastOutcome))
+                """)
+        }
+    }
+
     @Test("each situation is planned for exactly its first reason, or not at all")
     func reasons() async throws {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
-            try Migrator(migrations: try ProjectMigrations.load()).migrate(db)
-            for c in Self.cases {
-                func at(_ offset: TimeInterval?) -> Date? { offset.map { Self.asOf.addingTimeInterval($0) } }
-                try db.execute("""
-                    INSERT INTO churnwatch.subscriptions (original_transaction_id, state, product_id, auto_renew_product_id,
-                        period_start, expires_at, auto_renew, price_increase_status, last_success_at, last_polled_at, last_outcome)
-                    VALUES (\(c.id), \(c.state), \(c.state == nil ? nil : "pro"), \(c.state == nil ? nil : (c.renewsInto ?? "pro")),
-                        \(at(c.periodStart)), \(at(c.expires)), \(c.autoRenew), \(c.priceIncrease.map(Int32.init)),
-                        \(at(c.lastSuccess)), \(at(c.lastSuccess)), \(c.lastOutcome))
-                    """)
-            }
+            try Self.insertCases(db)
             let store = ChurnStore(pool: fresh.pool(size: 1))
             let counts = try await store.planCounts(asOf: Self.asOf, windows: PlanWindows())
             var expected: [DueReason: Int] = [:]
             for c in Self.cases { if let r = c.expected { expected[r, default: 0] += 1 } }
             #expect(counts.byReason == expected)
             #expect(counts.total == Self.cases.filter { $0.expected != nil }.count)
+        }
+    }
+
+    @Test("a nightly run plans what plan counts: one item per due subscription, for its first reason and that reason's priority")
+    func runPlansTheSame() async throws {
+        try await FreshDatabase.with { fresh in
+            let db = try fresh.connect()
+            try Self.insertCases(db)
+            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let counts = try await store.planCounts(asOf: Self.asOf, windows: PlanWindows())
+            let (run, byReason) = try await store.runCreateNightly(asOf: Self.asOf, windows: PlanWindows(), params: PostgresJSON(text: "{}"))
+            #expect(byReason == counts.byReason)
+            #expect(run.due == counts.total)
+            var planned: [String: DueReason] = [:]
+            for row in try db.query("SELECT original_transaction_id, reason, priority FROM churnwatch.run_items WHERE run_id = \(run.id)") {
+                let reason = try #require(DueReason(rawValue: try row.decode(String.self, "reason")))
+                #expect(try row.decode(Int16.self, "priority") == reason.priority)
+                planned[try row.decode(String.self, "original_transaction_id")] = reason
+            }
+            var expected: [String: DueReason] = [:]
+            for c in Self.cases { if let r = c.expected { expected[c.id] = r } }
+            #expect(planned == expected)
+            // The planner's statistics know the new run's items (else every claim scans the run).
+            let reltuples = try db.query("SELECT reltuples::float8 FROM pg_class WHERE oid = 'churnwatch.run_items'::regclass")[0].decode(Double.self, at: 0)
+            #expect(reltuples == Double(run.due))
         }
     }
 

@@ -1,0 +1,14 @@
+-- Planning a run inserts one churnwatch.run_items row per due subscription in one statement:
+-- about a third of the table on a steady night, all of it on the first. The foreign key to
+-- churnwatch.runs checked every one of those rows with a query of its own; at 1,000,000
+-- subscriptions (366,515 items) that check alone took 6 s of a 10 s planning (EXPLAIN ANALYZE:
+-- "Trigger for constraint run_items_run_id_fkey ... calls=366515"; docs/performance.md,
+-- "Planning").
+--
+-- Items are only ever inserted by the statement that plans them, in the transaction that
+-- inserted their run and with its id (runCreateNightly, runCreateBackfill), and churnwatch never
+-- deletes runs: the key could not fail. Without it a run's items are not deleted with the run;
+-- to drop old runs, delete their items first:
+--   DELETE FROM churnwatch.run_items WHERE run_id IN (...);
+--   DELETE FROM churnwatch.runs WHERE id IN (...);   -- run_workers still cascade
+ALTER TABLE churnwatch.run_items DROP CONSTRAINT run_items_run_id_fkey;
