@@ -86,6 +86,27 @@ struct AppStoreConfigurationTests {
         #expect(config.sharedSecret?.value == "s3cret" && "\(config.sharedSecret!)" == "<redacted>")
     }
 
+    @Test func aServerOfOurOwnServesSandboxCallsTooUnlessTheSandboxIsConfiguredApart() throws {
+        let env = try environment(["APPSTORE_BASE_URL": "http://127.0.0.1:9000/prefix/"])
+        let config = try AppStoreConfiguration.fromEnvironment(env)
+        #expect(config.baseURL(for: .production).absoluteString == "http://127.0.0.1:9000/prefix")
+        #expect(config.baseURL(for: .sandbox).absoluteString == "http://127.0.0.1:9000/prefix")
+        #expect(config.verifyReceiptURL(for: .sandbox).absoluteString == "http://127.0.0.1:9000/prefix/verifyReceipt")
+
+        let sandboxOnly = try AppStoreConfiguration.fromEnvironment(try environment([
+            "APPSTORE_ENVIRONMENT": "Sandbox", "APPSTORE_APP_APPLE_ID": nil, "APPSTORE_BASE_URL": "https://appstore.test.internal",
+        ]))
+        #expect(sandboxOnly.baseURL(for: .sandbox).absoluteString == "https://appstore.test.internal")
+    }
+
+    @Test func applesOlderProductionHostPairsWithItsOwnSandboxHost() throws {
+        let config = try AppStoreConfiguration.fromEnvironment(try environment(["APPSTORE_BASE_URL": "https://api.storekit.itunes.apple.com"]))
+        #expect(config.baseURL(for: .production).absoluteString == "https://api.storekit.itunes.apple.com")
+        #expect(config.baseURL(for: .sandbox).absoluteString == "https://api.storekit-sandbox.itunes.apple.com")
+        #expect(config.verifyReceiptURL(for: .production).absoluteString == "https://buy.itunes.apple.com/verifyReceipt")
+        #expect(config.verifyReceiptURL(for: .sandbox).absoluteString == "https://sandbox.itunes.apple.com/verifyReceipt")
+    }
+
     @Test func unreadableKeyFile() throws {
         expectError("APPSTORE_PRIVATE_KEY_PATH", try environment(["APPSTORE_PRIVATE_KEY_PATH": directory.appendingPathComponent("missing.p8").path]), contains: "no such file")
     }

@@ -18,7 +18,7 @@ import X509
 /// | `APPSTORE_APP_APPLE_ID` | the app's Apple ID (integer) | required in Production |
 /// | `APPSTORE_ENVIRONMENT` | `Production` or `Sandbox` | `Production` |
 /// | `APPSTORE_BASE_URL` | production host override (also `{base}/verifyReceipt`) | Apple |
-/// | `APPSTORE_SANDBOX_BASE_URL` | sandbox host override (also `{base}/verifyReceipt`) | Apple |
+/// | `APPSTORE_SANDBOX_BASE_URL` | sandbox host override (also `{base}/verifyReceipt`) | see ``baseURL(for:)`` |
 /// | `APPSTORE_ROOT_CERTS` | trusted root CA certificates, comma-separated paths, DER or PEM | required |
 /// | `APPSTORE_SHARED_SECRET` | shared secret for legacy verifyReceipt | none |
 /// | `APPSTORE_STATUS_RATE`, `APPSTORE_HISTORY_RATE`, `APPSTORE_TRANSACTION_RATE`, `APPSTORE_REFUND_RATE`, `APPSTORE_RECEIPT_RATE` | requests/s in the configured environment | 50, 50, 50, 10, 50 (Sandbox: 10 %) |
@@ -41,7 +41,8 @@ public struct AppStoreConfiguration: Sendable, CustomStringConvertible {
     public var environment: AppStoreEnvironment
     /// Replaces `https://api.storekit.apple.com` and, for verifyReceipt, `https://buy.itunes.apple.com`.
     public var productionBaseURL: URL?
-    /// Replaces `https://api.storekit-sandbox.apple.com` and `https://sandbox.itunes.apple.com`.
+    /// Replaces `https://api.storekit-sandbox.apple.com` and `https://sandbox.itunes.apple.com`;
+    /// when nil, ``baseURL(for:)`` derives the sandbox host from `productionBaseURL`.
     public var sandboxBaseURL: URL?
     public var rootCertificates: [Certificate]
     public var sharedSecret: RedactedString?
@@ -77,20 +78,46 @@ public struct AppStoreConfiguration: Sendable, CustomStringConvertible {
         self.warnings = warnings
     }
 
+    /// Apple's production hosts and their sandbox twins, for a production override without a
+    /// sandbox one.
+    static let appleSandboxHosts = [
+        "api.storekit.apple.com": "https://api.storekit-sandbox.apple.com",
+        "api.storekit.itunes.apple.com": "https://api.storekit-sandbox.itunes.apple.com",
+    ]
+
+    /// Every host of Apple's App Store Server API (recommended and older, both environments).
+    static let appleAPIHosts: Set<String> = Set(appleSandboxHosts.keys).union(appleSandboxHosts.values.compactMap { URL(string: $0)?.host })
+
     /// The App Store Server API base URL for `environment`.
+    ///
+    /// Sandbox without `sandboxBaseURL`: Apple's sandbox host when `productionBaseURL` is unset
+    /// or one of Apple's production hosts; otherwise `productionBaseURL` itself. A production
+    /// override that is not Apple's is another server implementing Apple's API (a simulator, a
+    /// test double, a proxy), and sandbox calls (sandbox subscriptions, the sandbox retry of an id
+    /// unknown in production, `APPSTORE_ENVIRONMENT=Sandbox`) must reach that server too, never
+    /// Apple's real sandbox behind the operator's back.
     public func baseURL(for environment: AppStoreEnvironment) -> URL {
-        environment == .sandbox
-            ? sandboxBaseURL ?? Self.defaultSandboxBaseURL
-            : productionBaseURL ?? Self.defaultProductionBaseURL
+        switch environment {
+        case .production, .xcode, .localTesting:  // the last two have no server: production's
+            return productionBaseURL ?? Self.defaultProductionBaseURL
+        case .sandbox:
+            if let sandboxBaseURL { return sandboxBaseURL }
+            guard let productionBaseURL else { return Self.defaultSandboxBaseURL }
+            if let host = productionBaseURL.host?.lowercased(), let twin = Self.appleSandboxHosts[host] {
+                return URL(string: twin)!
+            }
+            return productionBaseURL
+        }
     }
 
-    /// The verifyReceipt URL for `environment`: `{override}/verifyReceipt` when the base URL is
-    /// overridden, Apple's legacy host otherwise.
+    /// The verifyReceipt URL for `environment`: `{base}/verifyReceipt` when ``baseURL(for:)``
+    /// is not one of Apple's App Store Server API hosts, Apple's legacy host otherwise.
     public func verifyReceiptURL(for environment: AppStoreEnvironment) -> URL {
-        if let base = environment == .sandbox ? sandboxBaseURL : productionBaseURL {
-            return URL(string: base.absoluteString.trimmingSuffix("/") + "/verifyReceipt")!
+        let base = baseURL(for: environment)
+        if let host = base.host?.lowercased(), Self.appleAPIHosts.contains(host) {
+            return environment == .sandbox ? Self.defaultSandboxReceiptURL : Self.defaultProductionReceiptURL
         }
-        return environment == .sandbox ? Self.defaultSandboxReceiptURL : Self.defaultProductionReceiptURL
+        return URL(string: base.absoluteString.trimmingSuffix("/") + "/verifyReceipt")!
     }
 
     public var description: String {
