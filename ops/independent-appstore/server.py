@@ -203,6 +203,8 @@ class Txn:
     offer_identifier: str | None = None
     offer_discount_type: str | None = None
     price: int = 0
+    is_upgraded: bool = False
+    product_type: str = "Auto-Renewable Subscription"
 
 
 @dataclass
@@ -226,6 +228,10 @@ class Subscription:
     recover_at_ms: int | None = None
     give_up_at_ms: int | None = None
     winback_offer_ids: list[str] | None = None
+    forced_intent: int | None = None  # expire at period end with this intent (5, or one Apple hasn't invented)
+    status_lag_ms: int = 0        # Apple's status lags: still 4 this long after the grace end
+    renewal_offer: tuple | None = None  # (offerType, offerIdentifier) applying at the next renewal
+    one_offs: list[Txn] = field(default_factory=list)  # consumables / non-consumables of the customer
 
     @property
     def latest(self) -> Txn:
@@ -246,7 +252,7 @@ class Subscription:
         if last.expires_ms > now_ms:
             return 1
         if self.in_retry:
-            return 4 if self.grace_expires_ms and self.grace_expires_ms > now_ms else 3
+            return 4 if self.grace_expires_ms and self.grace_expires_ms + self.status_lag_ms > now_ms else 3
         return 2
 
 
@@ -317,6 +323,9 @@ class World:
             if sub.price_increase_status == 0:
                 sub.expiration_intent, sub.auto_renew = 3, 0
                 return
+            if sub.forced_intent is not None:
+                sub.expiration_intent, sub.auto_renew = sub.forced_intent, 0
+                return
             if sub.not_for_sale:
                 sub.expiration_intent, sub.auto_renew = 4, 0
                 return
@@ -341,6 +350,8 @@ class World:
             sub = self.subs[otid]
             if action == "auto_renew_off":
                 sub.auto_renew = 0
+                if sub.in_retry:  # cancelled during grace/retry: retry stops, expired (intent 1)
+                    sub.in_retry, sub.grace_expires_ms, sub.expiration_intent = False, None, 1
             elif action == "auto_renew_on":
                 sub.auto_renew = 1
             elif action == "refund":
@@ -368,6 +379,34 @@ class World:
                 sub.give_up_at_ms = kw.get("give_up_at")
             elif action == "not_for_sale":
                 sub.not_for_sale = True
+            elif action == "expire_with_intent":
+                sub.forced_intent = kw["intent"]
+            elif action == "upgrade":  # immediate, a PURCHASE; the old transaction is upgraded away
+                old = sub.latest
+                old.is_upgraded, old.modified_ms = True, at_ms
+                product = kw["product"]
+                t = Txn(self.new_id(), sub.otid, product, at_ms, at_ms + PRODUCTS[product][1], self.new_id(), "PURCHASE",
+                        at_ms, price=PRODUCTS[product][2])
+                sub.txns.append(t)
+                self.txn_index[t.transaction_id] = sub
+                sub.auto_renew_product = product
+            elif action == "resubscribe":  # a new purchase in the same group after churn (same original id)
+                product = kw.get("product") or sub.auto_renew_product
+                t = Txn(self.new_id(), sub.otid, product, at_ms, at_ms + PRODUCTS[product][1], self.new_id(), "PURCHASE",
+                        at_ms, price=PRODUCTS[product][2])
+                if kw.get("offer"):
+                    t.offer_type, t.offer_identifier, t.offer_discount_type = kw["offer"]
+                sub.txns.append(t)
+                self.txn_index[t.transaction_id] = sub
+                sub.auto_renew_product = product
+                sub.auto_renew, sub.expiration_intent, sub.in_retry, sub.retry_gave_up = 1, None, False, False
+                sub.forced_intent, sub.grace_expires_ms = None, None
+            elif action == "buy_one_off":  # a consumable or non-consumable: in history, never in statuses
+                t = Txn(self.new_id(), "", kw["product"], at_ms, 0, "", "PURCHASE", at_ms, price=1990,
+                        product_type=kw["type"])
+                t.original_transaction_id = t.transaction_id
+                sub.one_offs.append(t)
+                self.txn_index[t.transaction_id] = sub
             else:
                 raise ValueError(action)
 
@@ -391,10 +430,9 @@ class World:
     def transaction_payload(self, sub: Subscription, t: Txn) -> dict:
         p = {
             "transactionId": t.transaction_id, "originalTransactionId": t.original_transaction_id,
-            "webOrderLineItemId": t.web_order_line_item_id, "bundleId": self.bundle_id,
-            "productId": t.product_id, "subscriptionGroupIdentifier": PRODUCTS[t.product_id][0],
+            "bundleId": self.bundle_id, "productId": t.product_id,
             "purchaseDate": t.purchase_ms, "originalPurchaseDate": sub.txns[0].purchase_ms,
-            "expiresDate": t.expires_ms, "quantity": 1, "type": "Auto-Renewable Subscription",
+            "quantity": 1, "type": t.product_type,
             "inAppOwnershipType": sub.ownership, "signedDate": self.now_ms, "environment": sub.environment,
             "transactionReason": t.reason, "storefront": "AUT", "storefrontId": "143445",
             "price": t.price, "currency": "EUR", "appTransactionId": "70" + sub.otid[-12:],
@@ -402,6 +440,14 @@ class World:
             "storefrontDisplayName": "Österreich — Wien",
             "futureExperiment": {"bucket": 3, "labels": ["ß", "日本"], "nested": {"x": None}},
         }
+        if t.product_type == "Auto-Renewable Subscription":
+            p["webOrderLineItemId"] = t.web_order_line_item_id
+            p["subscriptionGroupIdentifier"] = PRODUCTS[t.product_id][0]
+            p["expiresDate"] = t.expires_ms
+        else:
+            p["originalPurchaseDate"] = t.purchase_ms
+            if t.product_type == "Consumable":
+                p["quantity"] = 3
         if sub.app_account_token:
             p["appAccountToken"] = sub.app_account_token
         if t.revocation_ms is not None:
@@ -416,9 +462,7 @@ class World:
             if t.offer_discount_type:
                 p["offerDiscountType"] = t.offer_discount_type
             p["offerPeriod"] = "P1M"
-        upgraded = any(o.purchase_ms > t.purchase_ms and o.reason == "PURCHASE" and o.product_id != t.product_id
-                       for o in sub.txns)
-        if upgraded:
+        if t.is_upgraded:
             p["isUpgraded"] = True
         return self._shuffle(p)
 
@@ -446,6 +490,8 @@ class World:
             p["priceIncreaseStatus"] = sub.price_increase_status
         if sub.app_account_token:
             p["appAccountToken"] = sub.app_account_token
+        if sub.renewal_offer:
+            p["offerType"], p["offerIdentifier"] = sub.renewal_offer
         if sub.winback_offer_ids is not None and sub.status(self.now_ms) == 2 and not sub.retry_gave_up:
             p["eligibleWinBackOfferIds"] = sub.winback_offer_ids
         return self._shuffle(p)
@@ -507,6 +553,8 @@ class AppStoreServer:
         self.calls: dict[str, int] = {}
         self.rejections: list[str] = []
         self.force_429: set[str] = set()  # endpoints whose next call gets a 429 regardless of rate
+        # endpoint -> error codes the next calls get, in order (transient, retryable failures)
+        self.faults: dict[str, list[int]] = {}
         self.requests = 0
         server = self
 
@@ -541,20 +589,36 @@ class AppStoreServer:
 
     # ---- responses ----
     def send(self, h, status: int, body: dict | None, extra: dict | None = None):
-        data = b"" if body is None else json.dumps(body, ensure_ascii=False).encode("utf-8")
         self.requests += 1
+        n = self.requests
+        if body is None:
+            data = b""
+        elif n % 3 == 0:  # pretty-printed, \u escapes and escaped slashes: all the same JSON
+            data = json.dumps(body, ensure_ascii=True, indent=2).replace("/", "\\/").encode("ascii")
+        else:
+            data = json.dumps(body, ensure_ascii=False).encode("utf-8")
         h.send_response(status)
         if body is not None:
             h.send_header("Content-Type", "application/json;charset=utf-8")
-        h.send_header("Content-Length", str(len(data)))
+        chunked = n % 5 == 0 and len(data) > 0  # HTTP/1.1 chunked transfer coding instead of a length
+        if chunked:
+            h.send_header("Transfer-Encoding", "chunked")
+        else:
+            h.send_header("Content-Length", str(len(data)))
         for k, v in (extra or {}).items():
             h.send_header(k, v)
         # Every seventh response closes the connection: clients must reconnect cleanly.
-        if self.requests % 7 == 0:
+        if n % 7 == 0:
             h.send_header("Connection", "close")
             h.close_connection = True
         h.end_headers()
-        h.wfile.write(data)
+        if chunked:
+            for i in range(0, len(data), 1000):
+                piece = data[i:i + 1000]
+                h.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            h.wfile.write(b"0\r\n\r\n")
+        else:
+            h.wfile.write(data)
 
     def error(self, h, code: int, extra: dict | None = None):
         status, message = ERRORS[code]
@@ -574,6 +638,7 @@ class AppStoreServer:
                 query.setdefault(urllib.parse.unquote(k), []).append(urllib.parse.unquote(v))
             if path.startswith("/_indie/"):
                 return self.control(h, method, path)
+            self.log(f"[{self.environment}] {method} {h.path}")
             why = self.key.check(h.headers.get("Authorization"))
             if why is not None:
                 self.rejections.append(f"{method} {path}: {why}")
@@ -600,6 +665,11 @@ class AppStoreServer:
 
     def limited(self, h, endpoint: str, answer):
         self.calls[endpoint] = self.calls.get(endpoint, 0) + 1
+        queued = self.faults.get(endpoint)
+        if queued:
+            code = queued.pop(0)
+            self.calls[f"{endpoint}_{code}"] = self.calls.get(f"{endpoint}_{code}", 0) + 1
+            return self.error(h, code)
         retry_at = None
         if endpoint in self.force_429:
             self.force_429.discard(endpoint)
@@ -676,7 +746,7 @@ class AppStoreServer:
             return self.error(h, 4000013)
         filters = {k: v for k, v in sorted(query.items()) if k != "revision"}
         fhash = hashlib.sha256(json.dumps(filters).encode()).hexdigest()[:10]
-        txns = [(s, t) for s in self.customer_subs(sub) for t in s.txns]
+        txns = [(s, t) for s in self.customer_subs(sub) for t in s.txns + s.one_offs]
         if start is not None:
             txns = [x for x in txns if x[1].purchase_ms >= start]
         if end is not None:
@@ -684,9 +754,13 @@ class AppStoreServer:
         if query.get("productId"):
             txns = [x for x in txns if x[1].product_id in query["productId"]]
         if query.get("subscriptionGroupIdentifier"):
-            txns = [x for x in txns if PRODUCTS[x[1].product_id][0] in query["subscriptionGroupIdentifier"]]
-        if query.get("productType") and "AUTO_RENEWABLE" not in query["productType"]:
-            txns = []
+            txns = [x for x in txns if x[1].product_id in PRODUCTS
+                    and PRODUCTS[x[1].product_id][0] in query["subscriptionGroupIdentifier"]]
+        type_names = {"AUTO_RENEWABLE": "Auto-Renewable Subscription", "NON_RENEWABLE": "Non-Renewing Subscription",
+                      "CONSUMABLE": "Consumable", "NON_CONSUMABLE": "Non-Consumable"}
+        if query.get("productType"):
+            wanted_types = {type_names[v] for v in query["productType"]}
+            txns = [x for x in txns if x[1].product_type in wanted_types]
         if revoked == "true":
             txns = [x for x in txns if x[1].revocation_ms is not None]
         elif revoked == "false":
@@ -706,11 +780,14 @@ class AppStoreServer:
         if cursor is not None:
             txns = [x for x in txns if ((x[1].modified_ms, x[1].transaction_id) < cursor if desc
                                         else (x[1].modified_ms, x[1].transaction_id) > cursor)]
-        page, rest = txns[:20], txns[20:]
+        # Up to 20 per page: 20 on a first page, 9 on later ones; a full page always says
+        # hasMore, so an exact multiple ends with an empty page (legal: "keep calling while hasMore").
+        size = 9 if cursor is not None else 20
+        page, rest = txns[:size], txns[size:]
         last_key = (page[-1][1].modified_ms, page[-1][1].transaction_id) if page else (cursor or (0, "0"))
         # Padding '=' kept and '-'/'_' used: a revision is an opaque string, to be sent back as is.
         revision = base64.urlsafe_b64encode(f"indie-rev|{fhash}|{last_key[0]}|{last_key[1]}".encode()).decode()
-        body = {"hasMore": bool(rest), "revision": revision, "environment": self.environment,
+        body = {"hasMore": bool(rest) or len(page) == size, "revision": revision, "environment": self.environment,
                 "signedTransactions": [self.pki.sign_jws(self.world.transaction_payload(s, t)) for s, t in page],
                 "appAppleId": self.world.app_apple_id, "bundleId": self.world.bundle_id}
         self.send(h, 200, body)
@@ -719,7 +796,7 @@ class AppStoreServer:
         sub = self.lookup(h, tid)
         if sub is None:
             return
-        t = next(t for t in sub.txns if t.transaction_id == tid)
+        t = next(t for t in sub.txns + sub.one_offs if t.transaction_id == tid)
         self.send(h, 200, {"signedTransactionInfo": self.pki.sign_jws(self.world.transaction_payload(sub, t))})
 
     def control(self, h, method: str, path: str):
