@@ -39,7 +39,7 @@ DAY = srv.DAY_MS
 HOUR = 3_600_000
 # Night 0 is 2026-12-01T02:00:00Z; night k is k days later.
 T0 = int(dt.datetime(2026, 12, 1, 2, 0, tzinfo=dt.timezone.utc).timestamp() * 1000)
-BUNDLE_ID = "com.indie.conformance"
+BUNDLE_ID = "com.Indie-Labs.churn-Conformance"
 APP_APPLE_ID = 6_450_001_234
 
 # How the scripted changes are made observable on the night they happen: every change is
@@ -81,6 +81,7 @@ class Script:
         self.actions: list[tuple[int, str, str, dict]] = []  # (at_ms, otid, action, kwargs)
         self.rows: list[dict] = []  # import CSV rows
         self.names: dict[str, str] = {}  # otid -> scenario name
+        self.forged: dict[int, set[str]] = {}  # night -> subscriptions whose answer is forged that night
 
     def sub(self, name: str, product: str, expires_in_days: float, *, periods_before: int = 0,
             environment: str = "Production", import_env: str | None = None, ownership: str = "PURCHASED",
@@ -116,7 +117,7 @@ def build_world() -> tuple[srv.World, Script]:
     sc.sub("active-renews-n6", M, 5.5)
     sc.sub("active-yearly", Y, 200, periods_before=1)
     sc.sub("active-yearly-renews-n2", Y, 1.5, periods_before=2)
-    sc.sub("active-basic", B, 7.25, periods_before=5, customer_ref="kunde-Müller-Ø")
+    sc.sub("active-basic", B, 7.25, periods_before=5, customer_ref='Müller, Anna "Ø"')
     sc.sub("active-offer7", M, 12, offer=(7, "été-2026-специальное", "PAY_AS_YOU_GO"))  # an offerType Apple hasn't invented
     sc.sub("active-no-token", M, 14, token=False)
     # -- one customer, two subscriptions in two groups: the status answer holds both
@@ -239,6 +240,15 @@ def build_world() -> tuple[srv.World, Script]:
     # -- an offer Apple hasn't invented at the next renewal (renewal info offerType 7)
     o7 = [o for o, n in sc.names.items() if n == "active-offer7"][0]
     sc.world.subs[o7].renewal_offer = (7, "été-2026-специальное")
+    # -- one customer, a purchased and a family-shared subscription in the same group
+    fam_owner = sc.sub("same-group-purchased-off-n3", M, 16, periods_before=1)
+    sc.sub("same-group-family-shared", Y, 90, ownership="FAMILY_SHARED", customer=fam_owner)
+    sc.at(3, fam_owner, "auto_renew_off")
+    # -- night 4's answer is forged (untrusted chain) just when auto-renew goes off: churnwatch must
+    #    keep the last verified state (design.md §5), and see the change on night 5
+    fg = sc.sub("forged-answer-n4-off-n4", M, 22, periods_before=1)
+    sc.at(4, fg, "auto_renew_off")
+    sc.forged = {4: {fg}}
     # -- an id neither environment knows
     sc.rows.append({"original_transaction_id": "420000999999999", "app_account_token": "", "customer_ref": "ghost",
                     "environment": "Production"})
@@ -391,6 +401,10 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
                 world.act(otid, action, at, **kw)
         world.advance(now)
         truth = world.truth()["subscriptions"]
+        forged = script.forged.get(k, set())
+        envs.production.forged = set(forged)
+        # What churnwatch may know: a forged answer changes nothing, so the last verified truth stands.
+        truth = {o: (previous_truth[o] if o in forged and previous_truth else t) for o, t in truth.items()}
         # Transient, retryable failures churnwatch must ride out (design.md §3: retryable errors back off).
         faults = {2: {"status": [5000001]}, 3: {"history": [5000001]}, 4: {"status": [4040002], "history": [4040006]},
                   6: {"status": [5000001, 5000001]}}
@@ -402,6 +416,9 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
         r = ck.churnwatch(["run", "--as-of", iso(now), "--log-format", "json"] + RUN_WINDOWS, env)
         run_log.write(f"=== night {k} {iso(now)} exit {r.returncode}\n{r.stdout}\n{r.stderr}\n")
         run_log.flush()
+        for o in forged:
+            q = ck.psql(f"SELECT count(*) AS n FROM churnwatch.quarantine WHERE original_transaction_id = '{o}'")
+            ck.check(int(q[0]["n"]) > 0, f"{names[o]} ({o}) forged answer quarantined", k, "quarantined", "not quarantined")
         ck.check(r.returncode == 0, "churnwatch run", k, "exit 0",
                  f"exit {r.returncode}: {r.stderr.strip().splitlines()[-1:] if r.stderr.strip() else ''}")
         if args.verbose:
@@ -434,6 +451,16 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
                          and e["event"] in ("auto_renew_disabled", "auto_renew_enabled"))
             ck.check(got == sorted(exp), f"{names[o]} ({o}) auto-renew events", k, sorted(exp) or "none", got or "none")
 
+        # The app's identifiers are carried into the segments table unchanged
+        if k == 0:
+            ident = {r_["original_transaction_id"]: r_ for r_ in ck.psql(
+                "SELECT original_transaction_id, app_account_token, customer_ref FROM churnwatch.subscription_segments")}
+            for row in script.rows:
+                got = ident.get(row["original_transaction_id"], {})
+                ck.check((got.get("app_account_token", ""), got.get("customer_ref")) == (row["app_account_token"], row["customer_ref"]),
+                         f"{names[row['original_transaction_id']]} identifiers", k,
+                         (row["app_account_token"], row["customer_ref"]), (got.get("app_account_token"), got.get("customer_ref")))
+
         # Live win-back entries
         live = ck.psql("SELECT original_transaction_id, campaign, status FROM churnwatch.winback_queue "
                        "WHERE status IN ('pending', 'claimed') ORDER BY id")
@@ -443,6 +470,18 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
             ck.check(got == ([c] if c else []), f"{names[o]} ({o}) live win-back ({expected_seg[o]})", k,
                      c or "none", ", ".join(got) or "none")
         previous_truth = truth
+
+        if k == 3:
+            # The same night again (an operator re-runs it): exit 0, nothing new.
+            before = ck.psql("SELECT count(*) AS n FROM churnwatch.churn_events")[0]["n"]
+            live_before = ck.psql("SELECT count(*) AS n FROM churnwatch.winback_queue WHERE status IN ('pending','claimed')")[0]["n"]
+            r = ck.churnwatch(["run", "--as-of", iso(now), "--log-format", "json"] + RUN_WINDOWS, env)
+            run_log.write(f"=== night {k} again {iso(now)} exit {r.returncode}\n{r.stdout}\n{r.stderr}\n")
+            ck.check(r.returncode == 0, "churnwatch run (re-run)", k, "exit 0", f"exit {r.returncode}")
+            after = ck.psql("SELECT count(*) AS n FROM churnwatch.churn_events")[0]["n"]
+            live_after = ck.psql("SELECT count(*) AS n FROM churnwatch.winback_queue WHERE status IN ('pending','claimed')")[0]["n"]
+            ck.check((before, live_before) == (after, live_after), "re-run of the same night", k,
+                     f"{before} events, {live_before} live entries", f"{after} events, {live_after} live entries")
 
     calls = {env_.environment: dict(env_.calls) for env_ in (envs.production, envs.sandbox)}
     print(f"server calls: {calls}", flush=True)

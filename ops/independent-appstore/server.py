@@ -126,7 +126,7 @@ class APIKey:
                                              serialization.NoEncryption())
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as f:
-            f.write(pem)
+            f.write(pem.rstrip(b"\n"))  # downloaded .p8 files end without a newline
         self.public_key = self.private_key.public_key()
 
     def check(self, authorization: str | None) -> str | None:
@@ -545,8 +545,9 @@ class RateWindow:
 class AppStoreServer:
     """One environment (Production or Sandbox) on its own port."""
 
-    def __init__(self, world: World, key: APIKey, pki: PKI, environment: str, port: int = 0, log=None):
+    def __init__(self, world: World, key: APIKey, pki: PKI, environment: str, port: int = 0, log=None, prefix: str = ""):
         self.world, self.key, self.pki, self.environment = world, key, pki, environment
+        self.prefix = prefix  # served below a path, as behind a gateway: {base}/inApps/...
         factor = 1.0 if environment == "Production" else 0.1
         self.rates = {k: RateWindow(v * factor) for k, v in ENDPOINT_RATE.items()}
         self.log = log or (lambda line: None)
@@ -555,6 +556,9 @@ class AppStoreServer:
         self.force_429: set[str] = set()  # endpoints whose next call gets a 429 regardless of rate
         # endpoint -> error codes the next calls get, in order (transient, retryable failures)
         self.faults: dict[str, list[int]] = {}
+        # Subscriptions whose answers are signed by an untrusted chain (a forged answer) for now.
+        self.forged: set[str] = set()
+        self.rogue: PKI | None = None
         self.requests = 0
         server = self
 
@@ -576,7 +580,7 @@ class AppStoreServer:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"http://127.0.0.1:{self.port}{prefix}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def start(self):
@@ -631,6 +635,11 @@ class AppStoreServer:
                 h.rfile.read(length)
             parsed = urllib.parse.urlsplit(h.path)
             path = parsed.path
+            if self.prefix:
+                if not path.startswith(self.prefix + "/"):
+                    self.log(f"[{self.environment}] 404 outside {self.prefix}: {method} {h.path}")
+                    return self.send(h, 404, {"errorCode": 4040000, "errorMessage": "Not found."})
+                path = path[len(self.prefix):]
             # '+' is a literal plus here (RFC 3986), as Apple's Swift library sends it unencoded.
             query: dict[str, list[str]] = {}
             for part in filter(None, parsed.query.split("&")):
@@ -712,9 +721,10 @@ class AppStoreServer:
             st = s.status(now)
             if wanted and st not in wanted:
                 continue
+            pki = self.rogue if s.otid in self.forged and self.rogue else self.pki
             item = {"originalTransactionId": s.otid, "status": st,
-                    "signedRenewalInfo": self.pki.sign_jws(self.world.renewal_payload(s)),
-                    "signedTransactionInfo": self.pki.sign_jws(self.world.transaction_payload(s, s.latest))}
+                    "signedRenewalInfo": pki.sign_jws(self.world.renewal_payload(s)),
+                    "signedTransactionInfo": pki.sign_jws(self.world.transaction_payload(s, s.latest))}
             groups.setdefault(s.group, []).append(item)
         body = {"data": [{"lastTransactions": items, "subscriptionGroupIdentifier": g} for g, items in groups.items()],
                 "appAppleId": self.world.app_apple_id, "environment": self.environment,
@@ -818,8 +828,12 @@ class Environments:
         self.key_id = "INDIE" + "".join(random.choice("ABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(5))
         self.pki = PKI(directory)
         self.key = APIKey(directory, self.key_id, self.issuer_id, world.bundle_id)
+        # A look-alike chain (same OIDs, its own root) that churnwatch must not trust.
+        self.rogue = PKI(os.path.join(directory, "untrusted"))
         self.production = AppStoreServer(world, self.key, self.pki, "Production", log=log).start()
-        self.sandbox = AppStoreServer(world, self.key, self.pki, "Sandbox", log=log).start()
+        self.sandbox = AppStoreServer(world, self.key, self.pki, "Sandbox", log=log, prefix="/sandbox-gw").start()
+
+        self.production.rogue = self.sandbox.rogue = self.rogue
 
     def env(self) -> dict[str, str]:
         """churnwatch's configuration: only design.md §4 variables."""
@@ -827,8 +841,10 @@ class Environments:
             "APPSTORE_ISSUER_ID": self.issuer_id, "APPSTORE_KEY_ID": self.key_id,
             "APPSTORE_PRIVATE_KEY_PATH": self.key.path, "APPSTORE_BUNDLE_ID": self.world.bundle_id,
             "APPSTORE_APP_APPLE_ID": str(self.world.app_apple_id), "APPSTORE_ENVIRONMENT": "Production",
-            "APPSTORE_BASE_URL": self.production.url, "APPSTORE_SANDBOX_BASE_URL": self.sandbox.url,
-            "APPSTORE_ROOT_CERTS": self.pki.root_der_path,
+            # A trailing slash on one base URL, a path prefix on the other.
+            "APPSTORE_BASE_URL": self.production.url + "/", "APPSTORE_SANDBOX_BASE_URL": self.sandbox.url,
+            # Both encodings of the same root, comma-separated.
+            "APPSTORE_ROOT_CERTS": self.pki.root_pem_path + "," + self.pki.root_der_path,
         }
 
     def stop(self):
