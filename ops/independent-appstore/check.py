@@ -23,6 +23,7 @@ Exit 2: could not run at all (server, psql or churnwatch unusable).
 from __future__ import annotations
 
 import argparse
+import base64
 import csv
 import datetime as dt
 import io
@@ -86,7 +87,8 @@ class Script:
     def sub(self, name: str, product: str, expires_in_days: float, *, periods_before: int = 0,
             environment: str = "Production", import_env: str | None = None, ownership: str = "PURCHASED",
             customer: str | None = None, auto_renew: int = 1, offer: tuple | None = None,
-            customer_ref: str | None = None, token: bool = True, winback_ids: list[str] | None = None) -> str:
+            customer_ref: str | None = None, token: bool = True, winback_ids: list[str] | None = None,
+            legacy: bool = False) -> str:
         w = self.world
         otid = w.new_id()
         period = srv.PRODUCTS[product][1]
@@ -99,8 +101,12 @@ class Script:
         while s.latest.expires_ms < expires:
             w._renew(s, s.latest.expires_ms)
         self.names[otid] = name
-        self.rows.append({"original_transaction_id": otid, "app_account_token": s.app_account_token or "",
-                          "customer_ref": customer_ref or f"cust-{name}", "environment": import_env or environment})
+        row = {"original_transaction_id": otid, "app_account_token": s.app_account_token or "",
+               "customer_ref": customer_ref or f"cust-{name}", "environment": import_env or environment}
+        if legacy:  # registered with a stored receipt: churnwatch polls it through verifyReceipt
+            s.receipt = base64.b64encode(f"indie-receipt:{otid}:{uuid.uuid4()}".encode()).decode()
+            row["receipt_data"] = s.receipt
+        self.rows.append(row)
         return otid
 
     def at(self, k: int, otid: str, action: str, hours: float = 6, **kw):
@@ -249,6 +255,30 @@ def build_world() -> tuple[srv.World, Script]:
     fg = sc.sub("forged-answer-n4-off-n4", M, 22, periods_before=1)
     sc.at(4, fg, "auto_renew_off")
     sc.forged = {4: {fg}}
+    # -- legacy verifyReceipt subscribers (a stored receipt; fact sheet §7)
+    sc.sub("legacy-active-renews-n2", M, 1.5, periods_before=2, legacy=True)
+    l2 = sc.sub("legacy-off-n2-on-n4", M, 12, legacy=True)
+    sc.at(2, l2, "auto_renew_off")
+    sc.at(4, l2, "auto_renew_on")
+    l3 = sc.sub("legacy-grace-recovers-n5", M, 1.5, periods_before=1, legacy=True)
+    sc.at(1, l3, "billing_fails", grace_days=16, recover_at=T0 + int(4.5 * DAY))
+    l4 = sc.sub("legacy-grace-cancelled-n3", M, 0.5, periods_before=1, legacy=True)
+    sc.at(1, l4, "billing_fails", hours=20, grace_days=16)
+    sc.at(3, l4, "auto_renew_off")
+    l5 = sc.sub("legacy-refund-n3", M, 18, periods_before=1, legacy=True)
+    sc.at(3, l5, "refund")
+    sc.sub("legacy-sandbox-receipt", M, 6.5, environment="Sandbox", import_env="Production", legacy=True)
+    l7 = sc.sub("legacy-retry-gives-up-n5", M, 0.5, periods_before=1, legacy=True)
+    sc.at(0, l7, "billing_fails", hours=20, give_up_at=T0 + int(4.5 * DAY))
+    l8 = sc.sub("legacy-price-increase-n1", M, 25, legacy=True)
+    sc.at(1, l8, "price_increase")
+    l9 = sc.sub("legacy-off-n1-expires-n3", Y, 2.5, legacy=True)
+    sc.at(1, l9, "auto_renew_off")
+    l10 = sc.sub("legacy-downgrade-n2", Y, 40, legacy=True)
+    sc.at(2, l10, "downgrade", product=M)
+    l11 = sc.sub("legacy-grace-ends-retry-n4", M, 1.5, periods_before=1, legacy=True)
+    sc.at(1, l11, "billing_fails", grace_days=2)
+    sc.sub("legacy-same-customer-pro", P, 9, legacy=True, customer=l11)
     # -- an id neither environment knows
     sc.rows.append({"original_transaction_id": "420000999999999", "app_account_token": "", "customer_ref": "ghost",
                     "environment": "Production"})
@@ -373,11 +403,18 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
     with open(csv_path, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=["original_transaction_id", "app_account_token", "customer_ref", "environment"])
         w.writeheader()
-        w.writerows(script.rows)
+        w.writerows(r_ for r_ in script.rows if "receipt_data" not in r_)
+    # The legacy subscribers come with their stored receipts (design.md §6: the optional 5th column).
+    legacy_path = os.path.join(workdir, "subscriptions-with-receipts.csv")
+    with open(legacy_path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=["original_transaction_id", "app_account_token", "customer_ref", "environment",
+                                          "receipt_data"])
+        w.writeheader()
+        w.writerows(r_ for r_ in script.rows if "receipt_data" in r_)
     print(f"independent App Store server: production {envs.production.url}, sandbox {envs.sandbox.url}; "
           f"{len(script.rows)} subscribers, {args.nights} nights; files in {workdir}", flush=True)
 
-    for cmd in (["migrate"], ["import", csv_path]):
+    for cmd in (["migrate"], ["import", csv_path], ["import", legacy_path]):
         r = ck.churnwatch(cmd, env)
         ck.check(r.returncode == 0, f"churnwatch {cmd[0]}", "-", "exit 0", f"exit {r.returncode}: {r.stderr.strip()[-500:]}")
         if r.returncode != 0:
@@ -407,7 +444,7 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
         truth = {o: (previous_truth[o] if o in forged and previous_truth else t) for o, t in truth.items()}
         # Transient, retryable failures churnwatch must ride out (design.md §3: retryable errors back off).
         faults = {2: {"status": [5000001]}, 3: {"history": [5000001]}, 4: {"status": [4040002], "history": [4040006]},
-                  6: {"status": [5000001, 5000001]}}
+                  5: {"receipt": [21005]}, 6: {"status": [5000001, 5000001], "receipt": [21100]}}
         envs.production.faults = {k_: list(v) for k_, v in faults.get(k, {}).items()}
         # One 429 (Retry-After in epoch ms) on the first status call of every second night.
         if k % 2 == 1:

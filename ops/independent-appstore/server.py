@@ -232,6 +232,8 @@ class Subscription:
     status_lag_ms: int = 0        # Apple's status lags: still 4 this long after the grace end
     renewal_offer: tuple | None = None  # (offerType, offerIdentifier) applying at the next renewal
     one_offs: list[Txn] = field(default_factory=list)  # consumables / non-consumables of the customer
+    receipt: str | None = None    # legacy receipt-data (base64) the app stored, if any
+    renewal_removed: bool = False  # legacy: cancelled during grace, the pending_renewal_info item is gone
 
     @property
     def latest(self) -> Txn:
@@ -265,6 +267,7 @@ class World:
         self.lock = threading.RLock()
         self.rng = random.Random(seed)
         self._next_id = 420_000_000_100_000 + seed * 1_000_000
+        self.shared_secret = hashlib.sha256(f"indie-{seed}".encode()).hexdigest()[:32]
 
     def new_id(self) -> str:
         self._next_id += self.rng.randint(1, 97)
@@ -351,6 +354,8 @@ class World:
             if action == "auto_renew_off":
                 sub.auto_renew = 0
                 if sub.in_retry:  # cancelled during grace/retry: retry stops, expired (intent 1)
+                    if sub.grace_expires_ms is not None and sub.grace_expires_ms > at_ms:
+                        sub.renewal_removed = True  # fact sheet §7: removed from pending_renewal_info
                     sub.in_retry, sub.grace_expires_ms, sub.expiration_intent = False, None, 1
             elif action == "auto_renew_on":
                 sub.auto_renew = 1
@@ -502,6 +507,52 @@ class World:
         return {k: p[k] for k in keys}
 
 
+    # ---- legacy verifyReceipt (fact sheet §7): every value a string, dates three ways ----
+    @staticmethod
+    def _dates(out: dict, name: str, ms: int):
+        t = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+        pst = t - dt.timedelta(hours=8)
+        out[f"{name}_ms"] = str(ms)
+        out[name] = t.strftime("%Y-%m-%d %H:%M:%S Etc/GMT")
+        out[f"{name}_pst"] = pst.strftime("%Y-%m-%d %H:%M:%S America/Los_Angeles")
+
+    def legacy_transaction(self, sub: Subscription, t: Txn) -> dict:
+        p = {"quantity": "1", "product_id": t.product_id, "transaction_id": t.transaction_id,
+             "original_transaction_id": sub.otid, "web_order_line_item_id": t.web_order_line_item_id,
+             "is_trial_period": "true" if t.offer_discount_type == "FREE_TRIAL" else "false",
+             "is_in_intro_offer_period": "false", "in_app_ownership_type": sub.ownership,
+             "subscription_group_identifier": PRODUCTS[t.product_id][0]}
+        self._dates(p, "purchase_date", t.purchase_ms)
+        self._dates(p, "original_purchase_date", sub.txns[0].purchase_ms)
+        self._dates(p, "expires_date", t.expires_ms)
+        if t.revocation_ms is not None:
+            self._dates(p, "cancellation_date", t.revocation_ms)
+            p["cancellation_reason"] = str(t.revocation_reason)
+        if t.is_upgraded:
+            p["is_upgraded"] = "true"
+        if sub.app_account_token:
+            p["app_account_token"] = sub.app_account_token
+        return p
+
+    def legacy_pending(self, sub: Subscription) -> dict | None:
+        if sub.renewal_removed:
+            return None
+        p = {"auto_renew_product_id": sub.auto_renew_product, "product_id": sub.product,
+             "original_transaction_id": sub.otid, "auto_renew_status": str(sub.auto_renew)}
+        if sub.expiration_intent is not None:
+            p["expiration_intent"] = str(sub.expiration_intent)
+        if sub.in_retry:
+            p["is_in_billing_retry_period"] = "1"
+        elif sub.retry_gave_up:
+            p["is_in_billing_retry_period"] = "0"
+        if sub.in_retry and sub.grace_expires_ms is not None:
+            self._dates(p, "grace_period_expires_date", sub.grace_expires_ms)
+        if sub.price_increase_status is not None:
+            p["price_increase_status"] = str(sub.price_increase_status)
+            p["price_consent_status"] = str(sub.price_increase_status)
+        return p
+
+
 # --------------------------------------------------------------------------------------------
 # HTTP
 # --------------------------------------------------------------------------------------------
@@ -631,8 +682,7 @@ class AppStoreServer:
     def handle(self, h, method: str):
         try:
             length = int(h.headers.get("Content-Length") or 0)
-            if length:
-                h.rfile.read(length)
+            raw_body = h.rfile.read(length) if length else b""
             parsed = urllib.parse.urlsplit(h.path)
             path = parsed.path
             if self.prefix:
@@ -647,6 +697,19 @@ class AppStoreServer:
                 query.setdefault(urllib.parse.unquote(k), []).append(urllib.parse.unquote(v))
             if path.startswith("/_indie/"):
                 return self.control(h, method, path)
+            if method == "POST" and path == "/verifyReceipt":  # legacy: no JWT, the shared secret instead
+                self.log(f"[{self.environment}] POST /verifyReceipt")
+                self.calls["receipt"] = self.calls.get("receipt", 0) + 1
+                queued = self.faults.get("receipt")
+                if queued:  # a temporary failure: 21005, or 21100-21199 with is_retryable
+                    code = queued.pop(0)
+                    self.calls[f"receipt_{code}"] = self.calls.get(f"receipt_{code}", 0) + 1
+                    body = {"status": code, "environment": self.environment}
+                    if 21100 <= code <= 21199:
+                        body["is_retryable"] = True  # the current doc page's spelling
+                    return self.send(h, 200, body)
+                with self.world.lock:
+                    return self.verify_receipt(h, raw_body)
             self.log(f"[{self.environment}] {method} {h.path}")
             why = self.key.check(h.headers.get("Authorization"))
             if why is not None:
@@ -809,6 +872,40 @@ class AppStoreServer:
         t = next(t for t in sub.txns + sub.one_offs if t.transaction_id == tid)
         self.send(h, 200, {"signedTransactionInfo": self.pki.sign_jws(self.world.transaction_payload(sub, t))})
 
+    def verify_receipt(self, h, raw: bytes):
+        try:
+            body = json.loads(raw)
+            receipt = body["receipt-data"]
+        except Exception:  # noqa: BLE001
+            return self.send(h, 200, {"status": 21002, "environment": self.environment})
+        subs = [s for s in self.world.subs.values() if s.receipt == receipt]
+        if not subs:
+            return self.send(h, 200, {"status": 21003, "environment": self.environment})
+        sub = subs[0]
+        if sub.environment != self.environment:
+            return self.send(h, 200, {"status": 21007 if sub.environment == "Sandbox" else 21008,
+                                      "environment": self.environment})
+        if body.get("password") != self.world.shared_secret:
+            return self.send(h, 200, {"status": 21004, "environment": self.environment})
+        mine = [s for s in self.customer_subs(sub) if s.receipt is not None]
+        exclude = body.get("exclude-old-transactions") is True
+        infos = []
+        for s in mine:
+            txns = [s.latest] if exclude else list(s.txns)
+            infos += [self.world.legacy_transaction(s, t) for t in txns]
+        self.world.rng.shuffle(infos)  # latest_receipt_info is unordered
+        pending = [p for p in (self.world.legacy_pending(s) for s in mine) if p is not None]
+        first = sub.txns[0]
+        response = {
+            "status": 0, "environment": self.environment,
+            "receipt": {"receipt_type": "Production" if self.environment == "Production" else "ProductionSandbox",
+                        "bundle_id": self.world.bundle_id, "application_version": "42", "adam_id": self.world.app_apple_id,
+                        "in_app": [self.world.legacy_transaction(sub, first)], "original_application_version": "1.0"},
+            "latest_receipt": base64.b64encode(f"indie-latest:{sub.otid}:{self.world.now_ms}".encode()).decode(),
+            "latest_receipt_info": infos, "pending_renewal_info": pending,
+        }
+        self.send(h, 200, response)
+
     def control(self, h, method: str, path: str):
         if method == "GET" and path == "/_indie/truth":
             return self.send(h, 200, self.world.truth())
@@ -845,6 +942,8 @@ class Environments:
             "APPSTORE_BASE_URL": self.production.url + "/", "APPSTORE_SANDBOX_BASE_URL": self.sandbox.url,
             # Both encodings of the same root, comma-separated.
             "APPSTORE_ROOT_CERTS": self.pki.root_pem_path + "," + self.pki.root_der_path,
+            # design.md §6: the app's shared secret for the legacy verifyReceipt path.
+            "APPSTORE_SHARED_SECRET": self.world.shared_secret,
         }
 
     def stop(self):
