@@ -279,6 +279,20 @@ def build_world() -> tuple[srv.World, Script]:
     l11 = sc.sub("legacy-grace-ends-retry-n4", M, 1.5, periods_before=1, legacy=True)
     sc.at(1, l11, "billing_fails", grace_days=2)
     sc.sub("legacy-same-customer-pro", P, 9, legacy=True, customer=l11)
+    # -- saved, renewed, then off again in the new period: a new save_offer episode
+    sv = sc.sub("save-n2-renews-n3-off-again-n5", M, 2.5, periods_before=1)
+    sc.at(1, sv, "auto_renew_off")
+    sc.at(2, sv, "auto_renew_on")
+    sc.at(5, sv, "auto_renew_off")
+    # -- expired 59.5 days before the first night: a win-back on night 0, its 60 days over by night 1
+    sc.sub("churned-59.5-days-ago", M, -59.5, auto_renew=0, winback_ids=wb)
+    # -- a price increase and a pending downgrade at once: price_increase_pending comes first
+    pd = sc.sub("price-increase-and-downgrade-n2", Y, 60)
+    sc.at(2, pd, "downgrade", product=B)
+    sc.at(2, pd, "price_increase", hours=5)
+    # -- churned from yearly, comes back on a monthly product
+    cy = sc.sub("churned-yearly-back-monthly-n4", Y, -12, auto_renew=0)
+    sc.at(4, cy, "resubscribe", product=M)
     # -- an id neither environment knows
     sc.rows.append({"original_transaction_id": "420000999999999", "app_account_token": "", "customer_ref": "ghost",
                     "environment": "Production"})

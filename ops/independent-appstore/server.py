@@ -615,6 +615,9 @@ class AppStoreServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # Keep-alive connections idle for more than a second are dropped without notice, as
+            # a server's keep-alive timeout does: a client must not trust a pooled connection.
+            timeout = 1.0
 
             def log_message(self, fmt, *args):  # quiet
                 pass
@@ -653,8 +656,8 @@ class AppStoreServer:
         else:
             data = json.dumps(body, ensure_ascii=False).encode("utf-8")
         h.send_response(status)
-        if body is not None:
-            h.send_header("Content-Type", "application/json;charset=utf-8")
+        if body is not None:  # header names are case-insensitive: some answers use lower case
+            h.send_header("content-type" if n % 4 == 0 else "Content-Type", "application/json;charset=utf-8")
         chunked = n % 5 == 0 and len(data) > 0  # HTTP/1.1 chunked transfer coding instead of a length
         if chunked:
             h.send_header("Transfer-Encoding", "chunked")
@@ -666,6 +669,8 @@ class AppStoreServer:
         if n % 7 == 0:
             h.send_header("Connection", "close")
             h.close_connection = True
+        elif n % 11 == 0:
+            h.close_connection = True  # closed after this answer without saying so (allowed: RFC 9112 §9.6)
         h.end_headers()
         if chunked:
             for i in range(0, len(data), 1000):
