@@ -377,7 +377,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--nights", type=int, default=8, help="nights to run (at least 6)")
     ap.add_argument("--keep", help="directory for keys, certificates, env and logs (default: a temp dir)")
     ap.add_argument("--verbose", action="store_true", help="print churnwatch's summary of each night")
+    ap.add_argument("--default-windows", action="store_true",
+                    help="run with churnwatch's default windows only (changes outside them are, by design, seen later)")
     args = ap.parse_args(argv)
+    global RUN_WINDOWS
+    if args.default_windows:
+        RUN_WINDOWS = []
     if args.nights < 6:
         ap.error("--nights must be at least 6")
     workdir = args.keep or tempfile.mkdtemp(prefix="indie-appstore-")
@@ -391,8 +396,10 @@ def main(argv: list[str]) -> int:
     world, script = build_world()
     envs = srv.Environments(workdir, world, log=log)
     ck = Checker(args)
+    status = 2
     try:
-        return run_nights(ck, args, workdir, world, script, envs)
+        status = run_nights(ck, args, workdir, world, script, envs)
+        return status
     except Exception as e:  # noqa: BLE001
         print(f"ERROR: {e}", flush=True)
         print(f"{ck.passed} passed, {ck.failed + 1} failed")
@@ -403,6 +410,13 @@ def main(argv: list[str]) -> int:
             if server.rejections:
                 print(f"note: {server.environment} server rejected {len(server.rejections)} request JWTs, "
                       f"first: {server.rejections[0]}")
+        server_log.close()
+        if not args.keep:
+            if status == 0:
+                import shutil
+                shutil.rmtree(workdir, ignore_errors=True)
+            else:
+                print(f"logs kept in {workdir} (server.log, churnwatch.log)")
 
 
 def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script, envs: srv.Environments) -> int:
