@@ -38,7 +38,9 @@ import server as srv  # noqa: E402
 
 DAY = srv.DAY_MS
 HOUR = 3_600_000
-# Night 0 is 2026-12-01T02:00:00Z; night k is k days later.
+# Night 0 is 2026-12-01T02:00:00Z; night k is k days later. The server's clock runs 7 minutes
+# ahead of --as-of, as in a real run where Apple answers a little after the run's as-of moment.
+SERVER_LEAD = 7 * 60_000
 T0 = int(dt.datetime(2026, 12, 1, 2, 0, tzinfo=dt.timezone.utc).timestamp() * 1000)
 BUNDLE_ID = "com.Indie-Labs.churn-Conformance"
 APP_APPLE_ID = 6_450_001_234
@@ -83,6 +85,7 @@ class Script:
         self.rows: list[dict] = []  # import CSV rows
         self.names: dict[str, str] = {}  # otid -> scenario name
         self.forged: dict[int, set[str]] = {}  # night -> subscriptions whose answer is forged that night
+        self.replayed: dict[int, dict[str, int]] = {}  # night -> {subscription: night whose answer is replayed}
 
     def sub(self, name: str, product: str, expires_in_days: float, *, periods_before: int = 0,
             environment: str = "Production", import_env: str | None = None, ownership: str = "PURCHASED",
@@ -293,6 +296,9 @@ def build_world() -> tuple[srv.World, Script]:
     # -- churned from yearly, comes back on a monthly product
     cy = sc.sub("churned-yearly-back-monthly-n4", Y, -12, auto_renew=0)
     sc.at(4, cy, "resubscribe", product=M)
+    # -- night 5 gets night 3's answer again (older signedDate: a lagging replica): stale, ignored
+    sc.replayed = {5: {[o for o, n in sc.names.items() if n == "save-monthly"][0]: 3,
+                       [o for o, n in sc.names.items() if n == "refund-n2-reversed-n4"][0]: 3}}
     # -- an id neither environment knows
     sc.rows.append({"original_transaction_id": "420000999999999", "app_account_token": "", "customer_ref": "ghost",
                     "environment": "Production"})
@@ -464,12 +470,15 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
                 world.subs[otid].latest.revocation_type = rtype
             else:
                 world.act(otid, action, at, **kw)
-        world.advance(now)
+        world.advance(now + SERVER_LEAD)
         truth = world.truth()["subscriptions"]
         forged = script.forged.get(k, set())
         envs.production.forged = set(forged)
-        # What churnwatch may know: a forged answer changes nothing, so the last verified truth stands.
-        truth = {o: (previous_truth[o] if o in forged and previous_truth else t) for o, t in truth.items()}
+        replayed = script.replayed.get(k, {})
+        envs.production.replay = {o: night_ms(n) + SERVER_LEAD for o, n in replayed.items()}
+        # What churnwatch may know: a forged or stale answer changes nothing, so the last verified truth stands.
+        truth = {o: (previous_truth[o] if (o in forged or o in replayed) and previous_truth else t)
+                 for o, t in truth.items()}
         # Transient, retryable failures churnwatch must ride out (design.md §3: retryable errors back off).
         faults = {2: {"status": [5000001]}, 3: {"history": [5000001]}, 4: {"status": [4040002], "history": [4040006]},
                   5: {"receipt": [21005]}, 6: {"status": [5000001, 5000001], "receipt": [21100]}}

@@ -609,6 +609,10 @@ class AppStoreServer:
         self.faults: dict[str, list[int]] = {}
         # Subscriptions whose answers are signed by an untrusted chain (a forged answer) for now.
         self.forged: set[str] = set()
+        # Status answers as sent, by (id, simulated now); `replay` maps an id to the simulated
+        # moment whose answer is sent again (a lagging replica: an older signedDate).
+        self.recorded: dict[tuple[str, int], dict] = {}
+        self.replay: dict[str, int] = {}
         self.rogue: PKI | None = None
         self.requests = 0
         server = self
@@ -776,6 +780,9 @@ class AppStoreServer:
         sub = self.lookup(h, any_id)
         if sub is None:
             return
+        if any_id in self.replay and (any_id, self.replay[any_id]) in self.recorded:
+            self.calls["status_replayed"] = self.calls.get("status_replayed", 0) + 1
+            return self.send(h, 200, self.recorded[(any_id, self.replay[any_id])])
         wanted = set()
         for v in query.get("status", []):
             if v not in {"1", "2", "3", "4", "5"}:
@@ -797,6 +804,8 @@ class AppStoreServer:
         body = {"data": [{"lastTransactions": items, "subscriptionGroupIdentifier": g} for g, items in groups.items()],
                 "appAppleId": self.world.app_apple_id, "environment": self.environment,
                 "bundleId": self.world.bundle_id, "serverRegion": "eu-central-1"}
+        if not query:
+            self.recorded[(any_id, self.world.now_ms)] = body
         self.send(h, 200, body)
 
     def history(self, h, any_id: str, query: dict):
