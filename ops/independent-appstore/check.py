@@ -299,6 +299,18 @@ def build_world() -> tuple[srv.World, Script]:
     # -- night 5 gets night 3's answer again (older signedDate: a lagging replica): stale, ignored
     sc.replayed = {5: {[o for o, n in sc.names.items() if n == "save-monthly"][0]: 3,
                        [o for o, n in sc.names.items() if n == "refund-n2-reversed-n4"][0]: 3}}
+    # -- more legacy receipts: trial with auto-renew off, intents 3 and 4, refund reversed, upgrade
+    lt = sc.sub("legacy-trial-off-expires-n5", M, 4.5, auto_renew=0, offer=(1, None, "FREE_TRIAL"), legacy=True)
+    lp = sc.sub("legacy-price-increase-expires-n3", M, 2.5, periods_before=1, legacy=True)
+    sc.at(0, lp, "price_increase", hours=30)
+    ln = sc.sub("legacy-not-for-sale-n4", M, 3.5, periods_before=1, legacy=True)
+    sc.at(1, ln, "not_for_sale")
+    lr = sc.sub("legacy-refund-n2-reversed-n4", M, 21, legacy=True)
+    sc.at(2, lr, "refund", auto_renew_off=False)
+    sc.at(4, lr, "refund_reversed")
+    lu = sc.sub("legacy-upgrade-n3", M, 14, periods_before=1, legacy=True)
+    sc.at(3, lu, "upgrade", product=Y)
+    sc.sub("legacy-family-member", M, 5.5, ownership="FAMILY_SHARED", legacy=True)
     # -- an id neither environment knows
     sc.rows.append({"original_transaction_id": "420000999999999", "app_account_token": "", "customer_ref": "ghost",
                     "environment": "Production"})
