@@ -31,6 +31,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -377,7 +378,10 @@ class Checker:
             print(f"MISMATCH {subject} night {night}: expected {expected}, got {got}", flush=True)
 
     def psql(self, sql: str) -> list[dict]:
-        out = subprocess.run(["psql", self.args.database_url, "-X", "-q", "--csv", "-v", "ON_ERROR_STOP=1", "-c", sql],
+        return self.psql_url(self.args.database_url, sql)
+
+    def psql_url(self, url: str, sql: str) -> list[dict]:
+        out = subprocess.run(["psql", url, "-X", "-q", "--csv", "-v", "ON_ERROR_STOP=1", "-c", sql],
                              capture_output=True, text=True)
         if out.returncode != 0:
             raise RuntimeError(f"psql failed: {out.stderr.strip()}")
@@ -569,10 +573,59 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
             ck.check((before, live_before) == (after, live_after), "re-run of the same night", k,
                      f"{before} events, {live_before} live entries", f"{after} events, {live_after} live entries")
 
+    sandbox_app(ck, args, workdir, world, script, envs, first_night=args.nights)
+
     calls = {env_.environment: dict(env_.calls) for env_ in (envs.production, envs.sandbox)}
     print(f"server calls: {calls}", flush=True)
     print(f"{ck.passed} passed, {ck.failed} failed", flush=True)
     return 0 if ck.failed == 0 else 1
+
+
+def sandbox_app(ck: Checker, args, workdir: str, world: srv.World, script: Script, envs: srv.Environments,
+                first_night: int):
+    """A sandbox-only deployment, configured as a tester would: APPSTORE_ENVIRONMENT=Sandbox, only
+    APPSTORE_SANDBOX_BASE_URL (no production URL, no app Apple ID), and an import whose
+    environment column is empty (the app's configured environment, ops/churnwatch.env.example).
+    Two nights on a second database next to the first."""
+    parts = urllib.parse.urlsplit(args.database_url)
+    if not parts.scheme.startswith("postgres") or not parts.path.strip("/"):
+        print("note: sandbox-app phase skipped: --database-url is not a postgresql://.../DB URL")
+        return
+    db = parts.path.strip("/") + "_sbx"
+    url = urllib.parse.urlunsplit(parts._replace(path="/" + db))
+    ck.psql(f'DROP DATABASE IF EXISTS "{db}"')
+    ck.psql(f'CREATE DATABASE "{db}"')
+    try:
+        env = envs.env()
+        for k_ in ("APPSTORE_BASE_URL", "APPSTORE_APP_APPLE_ID"):
+            env.pop(k_)
+        env.update({"APPSTORE_ENVIRONMENT": "Sandbox", "DATABASE_URL": url})
+        sandbox_rows = [r_ for r_ in script.rows
+                        if r_["original_transaction_id"] in world.subs
+                        and world.subs[r_["original_transaction_id"]].environment == "Sandbox"]
+        path = os.path.join(workdir, "sandbox-app.csv")
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=["original_transaction_id", "app_account_token", "customer_ref", "environment",
+                                              "receipt_data"])
+            w.writeheader()
+            w.writerows(dict(r_, environment="") for r_ in sandbox_rows)
+        for cmd in (["migrate"], ["import", path]):
+            r = ck.churnwatch(cmd, env)
+            ck.check(r.returncode == 0, f"sandbox app: churnwatch {cmd[0]}", "-", "exit 0", f"exit {r.returncode}")
+        for k in (first_night, first_night + 1):
+            now = night_ms(k)
+            world.advance(now + SERVER_LEAD)
+            truth = world.truth()["subscriptions"]
+            r = ck.churnwatch(["run", "--as-of", iso(now), "--log-format", "json"] + RUN_WINDOWS, env)
+            ck.check(r.returncode == 0, "sandbox app: churnwatch run", k, "exit 0", f"exit {r.returncode}")
+            got = {r_["original_transaction_id"]: r_["segment"] for r_ in ck.psql_url(
+                url, "SELECT original_transaction_id, segment FROM churnwatch.subscription_segments")}
+            for row in sandbox_rows:
+                o = row["original_transaction_id"]
+                exp = expected_segment(truth[o], now)
+                ck.check(got.get(o) == exp, f"sandbox app: {script.names[o]} ({o}) segment", k, exp, got.get(o))
+    finally:
+        ck.psql(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
 
 
 if __name__ == "__main__":
