@@ -312,6 +312,9 @@ def build_world() -> tuple[srv.World, Script]:
     lu = sc.sub("legacy-upgrade-n3", M, 14, periods_before=1, legacy=True)
     sc.at(3, lu, "upgrade", product=Y)
     sc.sub("legacy-family-member", M, 5.5, ownership="FAMILY_SHARED", legacy=True)
+    lrc = sc.sub("legacy-retry-then-cancelled-n4", M, 0.5, periods_before=1, legacy=True)
+    sc.at(0, lrc, "billing_fails", hours=20)
+    sc.at(4, lrc, "auto_renew_off")
     # -- an id neither environment knows
     sc.rows.append({"original_transaction_id": "420000999999999", "app_account_token": "", "customer_ref": "ghost",
                     "environment": "Production"})
