@@ -499,9 +499,14 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
         truth = {o: (previous_truth[o] if (o in forged or o in replayed) and previous_truth else t)
                  for o, t in truth.items()}
         # Transient, retryable failures churnwatch must ride out (design.md §3: retryable errors back off).
+        # GeneralInternal (5000000, "try again later") on the one subscriber that changes that night.
+        trial = next(o for o, n in names.items() if n == "trial-off-expires-n7")
         faults = {2: {"status": [5000001]}, 3: {"history": [5000001]}, 4: {"status": [4040002], "history": [4040006]},
-                  5: {"receipt": [21005]}, 6: {"status": [5000001, 5000001], "receipt": [21100]}}
+                  5: {"receipt": [21005]}, 6: {"status": [5000001, 5000001], "receipt": [21100]},
+                  7: {f"status:{trial}": [5000000]}}
         envs.production.faults = {k_: list(v) for k_, v in faults.get(k, {}).items()}
+        if k == 2:
+            envs.production.force_429.add("history")
         # One 429 (Retry-After in epoch ms) on the first status call of every second night.
         if k % 2 == 1:
             envs.production.force_429.add("status")
@@ -516,10 +521,15 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
                  f"exit {r.returncode}: {r.stderr.strip().splitlines()[-1:] if r.stderr.strip() else ''}")
         if args.verbose:
             print(f"--- night {k} {iso(now)}\n{r.stdout.strip()}", flush=True)
-        runs = ck.psql("SELECT id, status, finished_at, as_of FROM churnwatch.runs ORDER BY id DESC LIMIT 1")
+        runs = ck.psql("SELECT id, status, finished_at, as_of, failed FROM churnwatch.runs ORDER BY id DESC LIMIT 1")
         run = runs[0] if runs else {}
         ck.check(bool(run) and run.get("status") == "done" and bool(run.get("finished_at")), "churnwatch.runs", k,
                  "a finished run with status done", run or "no run row")
+        # Only the id Apple doesn't know and the forged answers may fail; transient faults must not.
+        expected_failed = sum(1 for o in otids if o not in world.subs) + len(forged)
+        failures = ck.psql(f"SELECT original_transaction_id, outcome FROM churnwatch.run_items WHERE run_id = {int(run.get('id', 0))} AND status = 'failed'")
+        ck.check(int(run.get("failed", -1)) == expected_failed, "churnwatch.runs.failed", k, expected_failed,
+                 f"{run.get('failed')}: " + "; ".join(f"{names.get(f['original_transaction_id'], '?')}: {f['outcome']}" for f in failures))
         run_id = run.get("id", "0")
 
         # Segments

@@ -606,7 +606,8 @@ class AppStoreServer:
         self.calls: dict[str, int] = {}
         self.rejections: list[str] = []
         self.force_429: set[str] = set()  # endpoints whose next call gets a 429 regardless of rate
-        # endpoint -> error codes the next calls get, in order (transient, retryable failures)
+        # endpoint -> error codes the next calls get, in order (transient, retryable failures);
+        # "endpoint:id" targets the calls for one id.
         self.faults: dict[str, list[int]] = {}
         # Subscriptions whose answers are signed by an untrusted chain (a forged answer) for now.
         self.forged: set[str] = set()
@@ -729,9 +730,11 @@ class AppStoreServer:
             segs = path.split("/")
             # /inApps/v1/subscriptions/{id}
             if method == "GET" and len(segs) == 5 and segs[1:4] == ["inApps", "v1", "subscriptions"]:
-                return self.limited(h, "status", lambda: self.statuses(h, urllib.parse.unquote(segs[4]), query))
+                return self.limited(h, "status", lambda: self.statuses(h, urllib.parse.unquote(segs[4]), query),
+                                    urllib.parse.unquote(segs[4]))
             if method == "GET" and len(segs) == 5 and segs[1:4] == ["inApps", "v2", "history"]:
-                return self.limited(h, "history", lambda: self.history(h, urllib.parse.unquote(segs[4]), query))
+                return self.limited(h, "history", lambda: self.history(h, urllib.parse.unquote(segs[4]), query),
+                                    urllib.parse.unquote(segs[4]))
             if method == "GET" and len(segs) == 5 and segs[1:4] == ["inApps", "v1", "transactions"]:
                 return self.limited(h, "transaction", lambda: self.transaction(h, urllib.parse.unquote(segs[4])))
             self.log(f"[{self.environment}] 404 {method} {h.path}")
@@ -745,9 +748,9 @@ class AppStoreServer:
             except Exception:  # noqa: BLE001
                 pass
 
-    def limited(self, h, endpoint: str, answer):
+    def limited(self, h, endpoint: str, answer, target: str = ""):
         self.calls[endpoint] = self.calls.get(endpoint, 0) + 1
-        queued = self.faults.get(endpoint)
+        queued = self.faults.get(f"{endpoint}:{target}") or self.faults.get(endpoint)
         if queued:
             code = queued.pop(0)
             self.calls[f"{endpoint}_{code}"] = self.calls.get(f"{endpoint}_{code}", 0) + 1
