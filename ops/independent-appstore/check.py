@@ -315,6 +315,13 @@ def build_world() -> tuple[srv.World, Script]:
     lrc = sc.sub("legacy-retry-then-cancelled-n4", M, 0.5, periods_before=1, legacy=True)
     sc.at(0, lrc, "billing_fails", hours=20)
     sc.at(4, lrc, "auto_renew_off")
+    # -- refunded while in grace (the billing_fix must go); upgraded while auto-renew was off
+    gr = sc.sub("grace-n2-refunded-n4", M, 1.5, periods_before=1)
+    sc.at(1, gr, "billing_fails", grace_days=16)
+    sc.at(4, gr, "refund")
+    uo = sc.sub("off-n1-upgrades-n3", M, 13, periods_before=1)
+    sc.at(1, uo, "auto_renew_off")
+    sc.at(3, uo, "upgrade", product=Y)
     # -- an id neither environment knows
     sc.rows.append({"original_transaction_id": "420000999999999", "app_account_token": "", "customer_ref": "ghost",
                     "environment": "Production"})

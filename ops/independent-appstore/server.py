@@ -395,7 +395,7 @@ class World:
                         at_ms, price=PRODUCTS[product][2])
                 sub.txns.append(t)
                 self.txn_index[t.transaction_id] = sub
-                sub.auto_renew_product = product
+                sub.auto_renew_product, sub.auto_renew = product, 1  # the new product renews
             elif action == "resubscribe":  # a new purchase in the same group after churn (same original id)
                 product = kw.get("product") or sub.auto_renew_product
                 t = Txn(self.new_id(), sub.otid, product, at_ms, at_ms + PRODUCTS[product][1], self.new_id(), "PURCHASE",
@@ -957,7 +957,7 @@ class Environments:
             "APPSTORE_PRIVATE_KEY_PATH": self.key.path, "APPSTORE_BUNDLE_ID": self.world.bundle_id,
             "APPSTORE_APP_APPLE_ID": str(self.world.app_apple_id), "APPSTORE_ENVIRONMENT": "Production",
             # A trailing slash on one base URL, a path prefix on the other.
-            "APPSTORE_BASE_URL": self.production.url + "/", "APPSTORE_SANDBOX_BASE_URL": self.sandbox.url,
+            "APPSTORE_BASE_URL": self.production.url.replace("127.0.0.1", "localhost") + "/", "APPSTORE_SANDBOX_BASE_URL": self.sandbox.url,
             # Both encodings of the same root, comma-separated.
             "APPSTORE_ROOT_CERTS": self.pki.root_pem_path + "," + self.pki.root_der_path,
             # design.md §6: the app's shared secret for the legacy verifyReceipt path.
