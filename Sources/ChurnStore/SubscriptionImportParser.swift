@@ -40,22 +40,26 @@ public struct SubscriptionImportParser: Sendable {
 
     let data: Data
     public let format: Format
+    /// The environment of records whose `environment` is empty or missing: the app's configured
+    /// one (`APPSTORE_ENVIRONMENT`), `Production` or `Sandbox`.
+    public let defaultEnvironment: String
 
     /// - Throws: `ImportFileError` when the file has no usable header or is not text.
-    public init(data: Data) throws {
+    public init(data: Data, defaultEnvironment: String = "Production") throws {
         self.data = data
+        self.defaultEnvironment = defaultEnvironment.lowercased() == "sandbox" ? "Sandbox" : "Production"
         let firstByte = data.first { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 && $0 != 0xEF && $0 != 0xBB && $0 != 0xBF }
         format = firstByte == UInt8(ascii: "{") ? .jsonLines : .csv
     }
 
-    public init(contentsOf url: URL) throws {
+    public init(contentsOf url: URL, defaultEnvironment: String = "Production") throws {
         let data: Data
         do {
             data = try Data(contentsOf: url, options: .alwaysMapped)
         } catch {
             throw ImportFileError("cannot read \(url.path): \((error as NSError).localizedDescription)")
         }
-        try self.init(data: data)
+        try self.init(data: data, defaultEnvironment: defaultEnvironment)
     }
 
     /// Calls `accept` for every good record and `reject` for every bad line, in file order.
@@ -95,7 +99,8 @@ public struct SubscriptionImportParser: Sendable {
                 return v.isEmpty ? nil : v
             }
             switch Self.validate(line: line, otid: field("original_transaction_id"), token: field("app_account_token"),
-                                 customerRef: field("customer_ref"), environment: field("environment"), receipt: field("receipt_data")) {
+                                 customerRef: field("customer_ref"), environment: field("environment") ?? defaultEnvironment,
+                                 receipt: field("receipt_data")) {
             case .success(let record): try accept(record)
             case .failure(let rejection): try reject(rejection)
             }
@@ -146,7 +151,8 @@ public struct SubscriptionImportParser: Sendable {
                 return v
             }
             switch Self.validate(line: lineNumber, otid: clean(object.original_transaction_id?.value), token: clean(object.app_account_token),
-                                 customerRef: clean(object.customer_ref?.value), environment: clean(object.environment), receipt: clean(object.receipt_data)) {
+                                 customerRef: clean(object.customer_ref?.value), environment: clean(object.environment) ?? defaultEnvironment,
+                                 receipt: clean(object.receipt_data)) {
             case .success(let record): try accept(record)
             case .failure(let rejection): try reject(rejection)
             }

@@ -13,6 +13,7 @@ struct ImportCommand: AsyncParsableCommand {
             (any order; only original_transaction_id is required). JSON lines use the same keys.
             Bad lines are reported with their line number and skipped; the rest are imported.
             Subscriptions already registered are left unchanged. Exits 65 when nothing could be imported.
+            An empty environment means the app's configured one: $APPSTORE_ENVIRONMENT, else Production.
             """
     )
 
@@ -24,16 +25,29 @@ struct ImportCommand: AsyncParsableCommand {
     /// EX_DATAERR: the input file is unusable.
     static let dataError: Int32 = 65
 
+    /// The environment rows without one are registered in: `APPSTORE_ENVIRONMENT` (the app's
+    /// environment, ops/churnwatch.env.example), else Production.
+    static func defaultEnvironment(_ env: [String: String]) throws -> String {
+        guard let value = env["APPSTORE_ENVIRONMENT"]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return "Production" }
+        switch value.lowercased() {
+        case "production": return "Production"
+        case "sandbox": return "Sandbox"
+        default: throw CLIError.configuration("APPSTORE_ENVIRONMENT \"\(value)\" must be Production or Sandbox")
+        }
+    }
+
     func run() async throws {
         global.bootstrapLogging()
         try await reportingErrors {
             let url = try global.resolvedDatabaseURL()
+            let defaultEnvironment = try Self.defaultEnvironment(ProcessInfo.processInfo.environment)
             let parser: SubscriptionImportParser
             do {
                 if file == "-" {
-                    parser = try SubscriptionImportParser(data: FileHandle.standardInput.readDataToEndOfFile())
+                    parser = try SubscriptionImportParser(data: FileHandle.standardInput.readDataToEndOfFile(),
+                                                          defaultEnvironment: defaultEnvironment)
                 } else {
-                    parser = try SubscriptionImportParser(contentsOf: URL(fileURLWithPath: file))
+                    parser = try SubscriptionImportParser(contentsOf: URL(fileURLWithPath: file), defaultEnvironment: defaultEnvironment)
                 }
             } catch let e as ImportFileError {
                 throw CLIError(description: e.description, exitCode: Self.dataError)

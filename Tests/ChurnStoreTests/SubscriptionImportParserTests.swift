@@ -30,6 +30,24 @@ struct SubscriptionImportParserTests {
         #expect(records[2].environment == "Production")
     }
 
+    @Test("an empty environment is the app's configured one (APPSTORE_ENVIRONMENT), CSV and JSON lines")
+    func defaultEnvironment() throws {
+        let csv = "original_transaction_id,app_account_token,customer_ref,environment\n1000,,,\n1001,,,Production\n1002,,,sandbox\n"
+        let parser = try SubscriptionImportParser(data: Data(csv.utf8), defaultEnvironment: "Sandbox")
+        var records: [ImportRecord] = []
+        try parser.parse(accept: { records.append($0) }, reject: { Issue.record("rejected \($0)") })
+        #expect(records.map(\.environment) == ["Sandbox", "Production", "Sandbox"])
+
+        let jsonl = "{\"original_transaction_id\": \"2000\"}\n{\"original_transaction_id\": \"2001\", \"environment\": \"Production\"}\n"
+        let jsonParser = try SubscriptionImportParser(data: Data(jsonl.utf8), defaultEnvironment: "Sandbox")
+        records = []
+        try jsonParser.parse(accept: { records.append($0) }, reject: { Issue.record("rejected \($0)") })
+        #expect(records.map(\.environment) == ["Sandbox", "Production"])
+
+        let (withoutDefault, _) = try parse("original_transaction_id\n3000\n")
+        #expect(withoutDefault.map(\.environment) == ["Production"])
+    }
+
     @Test("bad lines are rejected with line number and reason; good lines still come through", arguments: [
         ("x,not-a-uuid,,Production", "app_account_token is not a UUID"),
         (",,,Production", "original_transaction_id is empty"),

@@ -1,0 +1,652 @@
+#!/usr/bin/env python3
+"""Conformance check: churnwatch against the independent App Store server, night after night.
+
+    check.py --churnwatch PATH --database-url URL [--nights 8] [--keep DIR] [--verbose]
+
+Starts the independent server (server.py, in this process: one port for Production, one for
+Sandbox), writes churnwatch's configuration (design.md §4 variables only), runs `churnwatch
+migrate` and `churnwatch import`, then for every night sets the simulated clock and runs
+`churnwatch run --as-of T`, and compares what churnwatch wrote in PostgreSQL (read with psql,
+CSV output) with the server's ground truth and the design.md §5 contracts:
+
+  * segment of every subscriber == design.md §5 table applied to the server's truth;
+  * auto_renew_disabled / auto_renew_enabled events == the observable flips the script made
+    (none on the first night, none for an expiry, a refund or a billing failure); the first
+    night writes no events at all;
+  * live win-back entries (pending/claimed) == exactly one per subscriber whose segment has a
+    campaign (design.md §5 campaign table, within its timing window), none for others;
+  * every run exits 0 and its churnwatch.runs row is finished with status done.
+
+Prints one line per mismatch and closes with "N passed, N failed"; exits 1 on any mismatch.
+Exit 2: could not run at all (server, psql or churnwatch unusable).
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import csv
+import datetime as dt
+import io
+import os
+import subprocess
+import sys
+import tempfile
+import urllib.parse
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import server as srv  # noqa: E402
+
+DAY = srv.DAY_MS
+HOUR = 3_600_000
+# Night 0 is 2026-12-01T02:00:00Z; night k is k days later. The server's clock runs 7 minutes
+# ahead of --as-of, as in a real run where Apple answers a little after the run's as-of moment.
+SERVER_LEAD = 7 * 60_000
+T0 = int(dt.datetime(2026, 12, 1, 2, 0, tzinfo=dt.timezone.utc).timestamp() * 1000)
+BUNDLE_ID = "com.Indie-Labs.churn-Conformance"
+APP_APPLE_ID = 6_450_001_234
+
+# How the scripted changes are made observable on the night they happen: every change is
+# scheduled 6 hours before a night (between two nights), and each run is told
+# `--stale-after 20h`, so every subscriber was last polled 24 h earlier and is due every night
+# (stale) on top of the default windows. The default windows alone would, by design, see a
+# mid-period auto-renew flip only near the period's start or end.
+RUN_WINDOWS = ["--stale-after", "20h"]
+WINBACK_HORIZON = 60 * DAY   # design.md §5: win-back / resubscribe prompts for 60 days after expiry
+RETRY_LIMIT = 60 * DAY       # Apple retries at most 60 days
+
+CAMPAIGN = {
+    "will_not_renew": "save_offer", "price_increase_pending": "save_offer",
+    "grace_period": "billing_fix", "billing_retry": "billing_fix",
+    "churned_voluntary": "winback_offer", "churned_price_increase": "winback_offer", "churned_other": "winback_offer",
+    "churned_billing": "resubscribe_prompt", "churned_product_unavailable": "resubscribe_prompt",
+}
+
+
+def night_ms(k: int) -> int:
+    return T0 + k * DAY
+
+
+def before_night(k: int, hours: float = 6) -> int:
+    """A scripted change's moment: `hours` before night k."""
+    return night_ms(k) - int(hours * HOUR)
+
+
+def iso(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --------------------------------------------------------------------------------------------
+# The scripted world
+# --------------------------------------------------------------------------------------------
+class Script:
+    def __init__(self):
+        self.world = srv.World(BUNDLE_ID, APP_APPLE_ID)
+        self.actions: list[tuple[int, str, str, dict]] = []  # (at_ms, otid, action, kwargs)
+        self.rows: list[dict] = []  # import CSV rows
+        self.names: dict[str, str] = {}  # otid -> scenario name
+        self.forged: dict[int, set[str]] = {}  # night -> subscriptions whose answer is forged that night
+        self.replayed: dict[int, dict[str, int]] = {}  # night -> {subscription: night whose answer is replayed}
+
+    def sub(self, name: str, product: str, expires_in_days: float, *, periods_before: int = 0,
+            environment: str = "Production", import_env: str | None = None, ownership: str = "PURCHASED",
+            customer: str | None = None, auto_renew: int = 1, offer: tuple | None = None,
+            customer_ref: str | None = None, token: bool = True, winback_ids: list[str] | None = None,
+            legacy: bool = False) -> str:
+        w = self.world
+        otid = w.new_id()
+        period = srv.PRODUCTS[product][1]
+        expires = T0 + int(expires_in_days * DAY)
+        start = expires - (periods_before + 1) * period
+        s = srv.Subscription(otid=otid, customer=customer or otid, environment=environment, ownership=ownership,
+                             app_account_token=str(uuid.uuid4()) if token else None, auto_renew=auto_renew,
+                             winback_offer_ids=winback_ids)
+        w.add(s, product, start, offer)
+        while s.latest.expires_ms < expires:
+            w._renew(s, s.latest.expires_ms)
+        self.names[otid] = name
+        row = {"original_transaction_id": otid, "app_account_token": s.app_account_token or "",
+               "customer_ref": customer_ref or f"cust-{name}", "environment": import_env or environment}
+        if legacy:  # registered with a stored receipt: churnwatch polls it through verifyReceipt
+            s.receipt = base64.b64encode(f"indie-receipt:{otid}:{uuid.uuid4()}".encode()).decode()
+            row["receipt_data"] = s.receipt
+        self.rows.append(row)
+        return otid
+
+    def at(self, k: int, otid: str, action: str, hours: float = 6, **kw):
+        self.actions.append((before_night(k, hours), otid, action, kw))
+
+
+def build_world() -> tuple[srv.World, Script]:
+    sc = Script()
+    M, Y, B, P = "com.indie.premium.monthly", "com.indie.premium.yearly", "com.indie.basic.monthly", "com.indie.pro.monthly"
+    wb = ["winback.été.50", "winback-basic-1"]
+    # -- stays active; renewals during the check ("a renewal each month")
+    sc.sub("active-monthly", M, 10, periods_before=3)
+    sc.sub("active-renews-n3", M, 2.5, periods_before=1)
+    sc.sub("active-renews-n6", M, 5.5)
+    sc.sub("active-yearly", Y, 200, periods_before=1)
+    sc.sub("active-yearly-renews-n2", Y, 1.5, periods_before=2)
+    sc.sub("active-basic", B, 7.25, periods_before=5, customer_ref='Müller, Anna "Ø"')
+    sc.sub("active-offer7", M, 12, offer=(7, "été-2026-специальное", "PAY_AS_YOU_GO"))  # an offerType Apple hasn't invented
+    sc.sub("active-no-token", M, 14, token=False)
+    # -- one customer, two subscriptions in two groups: the status answer holds both
+    multi = sc.sub("multi-premium-off-n2", M, 9, periods_before=2)
+    sc.sub("multi-pro-active", P, 4.5, periods_before=2, customer=multi)
+    sc.at(2, multi, "auto_renew_off")
+    # -- more than 20 transactions (history paging: 2 and 3 pages)
+    sc.sub("long-history-renews", M, 3.5, periods_before=31)
+    long2 = sc.sub("long-history-off-n3", M, 11, periods_before=24)
+    sc.at(3, long2, "auto_renew_off")
+    # -- trial, auto-renew already off at the first poll, expires on night 7
+    sc.sub("trial-off-expires-n7", M, 6.5, auto_renew=0, offer=(1, None, "FREE_TRIAL"), winback_ids=wb)
+    # -- saves: off then back on
+    s1 = sc.sub("save-monthly", M, 15, periods_before=1)
+    sc.at(2, s1, "auto_renew_off")
+    sc.at(4, s1, "auto_renew_on")
+    s2 = sc.sub("save-yearly", Y, 100)
+    sc.at(1, s2, "auto_renew_off")
+    sc.at(5, s2, "auto_renew_on")
+    s3 = sc.sub("off-stays-off", M, 20)
+    sc.at(3, s3, "auto_renew_off")
+    # -- off then expired (intent 1)
+    e1 = sc.sub("off-n1-expires-n4", M, 3.5, periods_before=2, winback_ids=wb)
+    sc.at(1, e1, "auto_renew_off")
+    e2 = sc.sub("off-n2-expires-n3-yearly", Y, 2.5, periods_before=1)
+    sc.at(2, e2, "auto_renew_off")
+    e3 = sc.sub("off-and-expired-between-polls", M, 3.9 - 0, periods_before=1)  # expires 3.9 d after night 0
+    sc.at(4, e3, "auto_renew_off", hours=12)  # off at 3.5 d, expiry at 3.9 d: only `expired` is observable
+    # -- billing
+    g1 = sc.sub("grace-recovers-n5", M, 1.5, periods_before=2)
+    sc.at(1, g1, "billing_fails", grace_days=16, recover_at=T0 + int(4.5 * DAY))
+    g2 = sc.sub("grace-expires-retry-gives-up-n6", M, 0.5, periods_before=4)
+    sc.at(0, g2, "billing_fails", hours=30, grace_days=3, give_up_at=T0 + int(5.5 * DAY))
+    r1 = sc.sub("retry-no-grace", M, 1.5, periods_before=1)
+    sc.at(1, r1, "billing_fails")
+    r2 = sc.sub("retry-no-grace-recovers-n6", M, 2.5, periods_before=1)
+    sc.at(2, r2, "billing_fails", recover_at=T0 + int(5.2 * DAY))
+    g3 = sc.sub("yearly-grace", Y, 3.5, periods_before=1)
+    sc.at(3, g3, "billing_fails", grace_days=6)
+    r3 = sc.sub("in-retry-before-first-poll", M, -3, periods_before=2)
+    sc.at(0, r3, "billing_fails", hours=24 * 4)
+    # -- refunds
+    f1 = sc.sub("refund-n2", M, 20, periods_before=1)
+    sc.at(2, f1, "refund")
+    f2 = sc.sub("refund-n2-reversed-n4", M, 25)
+    sc.at(2, f2, "refund", auto_renew_off=False)
+    sc.at(4, f2, "refund_reversed")
+    f3 = sc.sub("refund-yearly-reason0-n5", Y, 300)
+    sc.at(5, f3, "refund", reason=0)
+    # -- plan changes
+    d1 = sc.sub("downgrade-n2-cancelled-n4", Y, 150)
+    sc.at(2, d1, "downgrade", product=B)
+    sc.at(4, d1, "cancel_downgrade")
+    d2 = sc.sub("downgrade-n1-applies-n4", M, 3.5, periods_before=1)
+    sc.at(1, d2, "downgrade", product=B)
+    # -- price increases
+    p1 = sc.sub("price-increase-n1-accepted-n3", M, 20)
+    sc.at(1, p1, "price_increase")
+    sc.at(3, p1, "price_consent")
+    p2 = sc.sub("price-increase-expires-n3", M, 2.5, periods_before=1, winback_ids=wb[1:])
+    sc.at(0, p2, "price_increase", hours=30)
+    p3 = sc.sub("price-increase-yearly-n4", Y, 100)
+    sc.at(4, p3, "price_increase")
+    # -- product not for sale
+    n1 = sc.sub("not-for-sale-expires-n4", M, 3.5, periods_before=1)
+    sc.at(1, n1, "not_for_sale")
+    # -- family sharing
+    sc.sub("family-member", M, 4.5, periods_before=1, ownership="FAMILY_SHARED", token=False)
+    fm2 = sc.sub("family-member-revoked-n3", M, 18, ownership="FAMILY_SHARED")
+    sc.at(3, fm2, "refund", reason=0, revocation_type="FAMILY_REVOKE")
+    # -- sandbox
+    sb1 = sc.sub("sandbox-off-n4", M, 2.5, environment="Sandbox")
+    sc.at(4, sb1, "auto_renew_off")
+    sc.sub("sandbox-registered-as-production", M, 8, environment="Sandbox", import_env="Production")
+    # -- churned before the first night
+    sc.sub("churned-10-days-ago", M, -10, periods_before=3, auto_renew=0, winback_ids=wb)
+    sc.sub("churned-90-days-ago", M, -90, periods_before=1, auto_renew=0)
+    resub = sc.sub("churned-5-days-ago-resubscribes-n3", M, -5, periods_before=1, auto_renew=0)
+    sc.at(3, resub, "resubscribe")
+    wbr = sc.sub("churned-20-days-ago-winback-offer-n5", M, -20, auto_renew=0, winback_ids=wb)
+    sc.at(5, wbr, "resubscribe", offer=(4, "winback.été.50", "FREE_TRIAL"))
+    # -- the customer of active-monthly also buys a consumable and a non-consumable (history only)
+    first = sc.rows[0]["original_transaction_id"]
+    sc.at(0, first, "buy_one_off", hours=40, product="com.indie.coins.100", type="Consumable")
+    sc.at(3, first, "buy_one_off", product="com.indie.lifetime.theme", type="Non-Consumable")
+    lh = [o for o, n in sc.names.items() if n == "long-history-renews"][0]
+    sc.at(2, lh, "buy_one_off", product="com.indie.coins.500", type="Consumable")
+    # -- immediate upgrade (a PURCHASE; the old transaction isUpgraded): not a churn
+    u1 = sc.sub("upgrade-to-yearly-n3", M, 12, periods_before=2)
+    sc.at(3, u1, "upgrade", product=Y)
+    # -- the customer cancels during grace / during retry: Apple stops retrying, expired intent 1
+    c1 = sc.sub("grace-then-cancelled-n3", M, 1.5, periods_before=1, winback_ids=wb)
+    sc.at(1, c1, "billing_fails", grace_days=16)
+    sc.at(3, c1, "auto_renew_off")
+    c2 = sc.sub("retry-then-cancelled-n4", M, 0.5, periods_before=1)
+    sc.at(0, c2, "billing_fails", hours=20)
+    sc.at(4, c2, "auto_renew_off")
+    # -- refunds that must end a live campaign
+    rw = sc.sub("off-n1-refunded-n3", M, 20, periods_before=1)
+    sc.at(1, rw, "auto_renew_off")
+    sc.at(3, rw, "refund")
+    rc = sc.sub("churned-8-days-ago-refunded-n2", M, -8, auto_renew=0)
+    sc.at(2, rc, "refund")
+    # -- expiration intent 5 (other) and 9 (a value Apple hasn't invented yet)
+    i5 = sc.sub("expires-intent-5-n3", M, 2.5, periods_before=1)
+    sc.at(1, i5, "expire_with_intent", intent=5)
+    i9 = sc.sub("expires-intent-9-n4", M, 3.5, periods_before=1)
+    sc.at(1, i9, "expire_with_intent", intent=9)
+    # -- Apple's status lags: still 4 for a day after the grace end; design.md judges grace by its date
+    gl = sc.sub("grace-status-lags-n3", M, 0.5, periods_before=1)
+    sc.at(0, gl, "billing_fails", hours=20, grace_days=2)
+    sc.world.subs[gl].status_lag_ms = DAY
+    # -- price increase pending, then auto-renew off: one save_offer episode
+    pa = sc.sub("price-increase-n1-off-n2", M, 20, periods_before=1)
+    sc.at(1, pa, "price_increase")
+    sc.at(2, pa, "auto_renew_off")
+    # -- a family member whose organizer turns auto-renew off (no campaign: docs/churn-model.md §5)
+    fo = sc.sub("family-member-off-n2", M, 20, ownership="FAMILY_SHARED")
+    sc.at(2, fo, "auto_renew_off")
+    # -- an offer Apple hasn't invented at the next renewal (renewal info offerType 7)
+    o7 = [o for o, n in sc.names.items() if n == "active-offer7"][0]
+    sc.world.subs[o7].renewal_offer = (7, "été-2026-специальное")
+    # -- one customer, a purchased and a family-shared subscription in the same group
+    fam_owner = sc.sub("same-group-purchased-off-n3", M, 16, periods_before=1)
+    sc.sub("same-group-family-shared", Y, 90, ownership="FAMILY_SHARED", customer=fam_owner)
+    sc.at(3, fam_owner, "auto_renew_off")
+    # -- night 4's answer is forged (untrusted chain) just when auto-renew goes off: churnwatch must
+    #    keep the last verified state (design.md §5), and see the change on night 5
+    fg = sc.sub("forged-answer-n4-off-n4", M, 22, periods_before=1)
+    sc.at(4, fg, "auto_renew_off")
+    sc.forged = {4: {fg}}
+    # -- legacy verifyReceipt subscribers (a stored receipt; fact sheet §7)
+    sc.sub("legacy-active-renews-n2", M, 1.5, periods_before=2, legacy=True)
+    l2 = sc.sub("legacy-off-n2-on-n4", M, 12, legacy=True)
+    sc.at(2, l2, "auto_renew_off")
+    sc.at(4, l2, "auto_renew_on")
+    l3 = sc.sub("legacy-grace-recovers-n5", M, 1.5, periods_before=1, legacy=True)
+    sc.at(1, l3, "billing_fails", grace_days=16, recover_at=T0 + int(4.5 * DAY))
+    l4 = sc.sub("legacy-grace-cancelled-n3", M, 0.5, periods_before=1, legacy=True)
+    sc.at(1, l4, "billing_fails", hours=20, grace_days=16)
+    sc.at(3, l4, "auto_renew_off")
+    l5 = sc.sub("legacy-refund-n3", M, 18, periods_before=1, legacy=True)
+    sc.at(3, l5, "refund")
+    sc.sub("legacy-sandbox-receipt", M, 6.5, environment="Sandbox", import_env="Production", legacy=True)
+    l7 = sc.sub("legacy-retry-gives-up-n5", M, 0.5, periods_before=1, legacy=True)
+    sc.at(0, l7, "billing_fails", hours=20, give_up_at=T0 + int(4.5 * DAY))
+    l8 = sc.sub("legacy-price-increase-n1", M, 25, legacy=True)
+    sc.at(1, l8, "price_increase")
+    l9 = sc.sub("legacy-off-n1-expires-n3", Y, 2.5, legacy=True)
+    sc.at(1, l9, "auto_renew_off")
+    l10 = sc.sub("legacy-downgrade-n2", Y, 40, legacy=True)
+    sc.at(2, l10, "downgrade", product=M)
+    l11 = sc.sub("legacy-grace-ends-retry-n4", M, 1.5, periods_before=1, legacy=True)
+    sc.at(1, l11, "billing_fails", grace_days=2)
+    sc.sub("legacy-same-customer-pro", P, 9, legacy=True, customer=l11)
+    # -- saved, renewed, then off again in the new period: a new save_offer episode
+    sv = sc.sub("save-n2-renews-n3-off-again-n5", M, 2.5, periods_before=1)
+    sc.at(1, sv, "auto_renew_off")
+    sc.at(2, sv, "auto_renew_on")
+    sc.at(5, sv, "auto_renew_off")
+    # -- expired 59.5 days before the first night: a win-back on night 0, its 60 days over by night 1
+    sc.sub("churned-59.5-days-ago", M, -59.5, auto_renew=0, winback_ids=wb)
+    # -- a price increase and a pending downgrade at once: price_increase_pending comes first
+    pd = sc.sub("price-increase-and-downgrade-n2", Y, 60)
+    sc.at(2, pd, "downgrade", product=B)
+    sc.at(2, pd, "price_increase", hours=5)
+    # -- churned from yearly, comes back on a monthly product
+    cy = sc.sub("churned-yearly-back-monthly-n4", Y, -12, auto_renew=0)
+    sc.at(4, cy, "resubscribe", product=M)
+    # -- night 5 gets night 3's answer again (older signedDate: a lagging replica): stale, ignored
+    sc.replayed = {5: {[o for o, n in sc.names.items() if n == "save-monthly"][0]: 3,
+                       [o for o, n in sc.names.items() if n == "refund-n2-reversed-n4"][0]: 3}}
+    # -- more legacy receipts: trial with auto-renew off, intents 3 and 4, refund reversed, upgrade
+    lt = sc.sub("legacy-trial-off-expires-n5", M, 4.5, auto_renew=0, offer=(1, None, "FREE_TRIAL"), legacy=True)
+    lp = sc.sub("legacy-price-increase-expires-n3", M, 2.5, periods_before=1, legacy=True)
+    sc.at(0, lp, "price_increase", hours=30)
+    ln = sc.sub("legacy-not-for-sale-n4", M, 3.5, periods_before=1, legacy=True)
+    sc.at(1, ln, "not_for_sale")
+    lr = sc.sub("legacy-refund-n2-reversed-n4", M, 21, legacy=True)
+    sc.at(2, lr, "refund", auto_renew_off=False)
+    sc.at(4, lr, "refund_reversed")
+    lu = sc.sub("legacy-upgrade-n3", M, 14, periods_before=1, legacy=True)
+    sc.at(3, lu, "upgrade", product=Y)
+    sc.sub("legacy-family-member", M, 5.5, ownership="FAMILY_SHARED", legacy=True)
+    lrc = sc.sub("legacy-retry-then-cancelled-n4", M, 0.5, periods_before=1, legacy=True)
+    sc.at(0, lrc, "billing_fails", hours=20)
+    sc.at(4, lrc, "auto_renew_off")
+    # -- refunded while in grace (the billing_fix must go); upgraded while auto-renew was off
+    gr = sc.sub("grace-n2-refunded-n4", M, 1.5, periods_before=1)
+    sc.at(1, gr, "billing_fails", grace_days=16)
+    sc.at(4, gr, "refund")
+    uo = sc.sub("off-n1-upgrades-n3", M, 13, periods_before=1)
+    sc.at(1, uo, "auto_renew_off")
+    sc.at(3, uo, "upgrade", product=Y)
+    # -- an id neither environment knows
+    sc.rows.append({"original_transaction_id": "420000999999999", "app_account_token": "", "customer_ref": "ghost",
+                    "environment": "Production"})
+    sc.names["420000999999999"] = "unknown-to-apple"
+    sc.actions.sort(key=lambda a: a[0])
+    return sc.world, sc
+
+
+# --------------------------------------------------------------------------------------------
+# Expected values from the truth (design.md §5)
+# --------------------------------------------------------------------------------------------
+def expected_segment(t: dict | None, now: int) -> str:
+    if t is None:
+        return "unknown"  # never polled successfully
+    if t["revoked"] or t["status"] == 5:
+        return "refunded"
+    if t["status"] == 2:
+        return {1: "churned_voluntary", 2: "churned_billing", 3: "churned_price_increase",
+                4: "churned_product_unavailable"}.get(t["expirationIntent"], "churned_other")
+    if t["status"] in (3, 4):
+        grace = t["gracePeriodExpiresDate"]
+        return "grace_period" if grace is not None and grace > now else "billing_retry"
+    if t["status"] == 1:
+        if t["autoRenewStatus"] == 0:
+            return "will_not_renew"
+        if t["priceIncreaseStatus"] == 0:
+            return "price_increase_pending"
+        if t["autoRenewProductId"] != t["productId"]:
+            return "plan_change_pending"
+        return "active"
+    return "unknown"
+
+
+def expected_campaign(t: dict | None, segment: str, now: int) -> str | None:
+    campaign = CAMPAIGN.get(segment)
+    if t is None or campaign is None:
+        return None
+    if t["ownership"] == "FAMILY_SHARED":
+        # design.md §5 doesn't say; docs/churn-model.md §5 documents the choice: the organizer's
+        # own subscription gets the campaign, family members none.
+        return None
+    if campaign in ("winback_offer", "resubscribe_prompt") and now - t["expiresDate"] > WINBACK_HORIZON:
+        return None  # the 60-day window after expiry has closed
+    if campaign == "billing_fix" and now - t["expiresDate"] > RETRY_LIMIT:
+        return None
+    return campaign
+
+
+# --------------------------------------------------------------------------------------------
+# Running things
+# --------------------------------------------------------------------------------------------
+class Checker:
+    def __init__(self, args):
+        self.args = args
+        self.passed = 0
+        self.failed = 0
+        self.repo = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+
+    def check(self, ok: bool, subject: str, night, expected, got):
+        if ok:
+            self.passed += 1
+        else:
+            self.failed += 1
+            print(f"MISMATCH {subject} night {night}: expected {expected}, got {got}", flush=True)
+
+    def psql(self, sql: str) -> list[dict]:
+        return self.psql_url(self.args.database_url, sql)
+
+    def psql_url(self, url: str, sql: str) -> list[dict]:
+        out = subprocess.run(["psql", url, "-X", "-q", "--csv", "-v", "ON_ERROR_STOP=1", "-c", sql],
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError(f"psql failed: {out.stderr.strip()}")
+        return list(csv.DictReader(io.StringIO(out.stdout)))
+
+    def churnwatch(self, args: list[str], env: dict) -> subprocess.CompletedProcess:
+        return subprocess.run([self.args.churnwatch] + args, env=env, cwd=self.repo, capture_output=True, text=True,
+                              timeout=600)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description="churnwatch against the independent App Store server")
+    ap.add_argument("--churnwatch", required=True, help="path of the churnwatch binary")
+    ap.add_argument("--database-url", required=True, help="an empty PostgreSQL database (libpq URL)")
+    ap.add_argument("--nights", type=int, default=8, help="nights to run (at least 6)")
+    ap.add_argument("--keep", help="directory for keys, certificates, env and logs (default: a temp dir)")
+    ap.add_argument("--verbose", action="store_true", help="print churnwatch's summary of each night")
+    ap.add_argument("--default-windows", action="store_true",
+                    help="run with churnwatch's default windows only (changes outside them are, by design, seen later)")
+    args = ap.parse_args(argv)
+    global RUN_WINDOWS
+    if args.default_windows:
+        RUN_WINDOWS = []
+    if args.nights < 6:
+        ap.error("--nights must be at least 6")
+    workdir = args.keep or tempfile.mkdtemp(prefix="indie-appstore-")
+    os.makedirs(workdir, exist_ok=True)
+    server_log = open(os.path.join(workdir, "server.log"), "a", encoding="utf-8")
+
+    def log(line: str):
+        server_log.write(line + "\n")
+        server_log.flush()
+
+    world, script = build_world()
+    envs = srv.Environments(workdir, world, log=log)
+    ck = Checker(args)
+    status = 2
+    try:
+        status = run_nights(ck, args, workdir, world, script, envs)
+        return status
+    except Exception as e:  # noqa: BLE001
+        print(f"ERROR: {e}", flush=True)
+        print(f"{ck.passed} passed, {ck.failed + 1} failed")
+        return 2
+    finally:
+        envs.stop()
+        for server in (envs.production, envs.sandbox):
+            if server.rejections:
+                print(f"note: {server.environment} server rejected {len(server.rejections)} request JWTs, "
+                      f"first: {server.rejections[0]}")
+        server_log.close()
+        if not args.keep:
+            if status == 0:
+                import shutil
+                shutil.rmtree(workdir, ignore_errors=True)
+            else:
+                print(f"logs kept in {workdir} (server.log, churnwatch.log)")
+
+
+def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script, envs: srv.Environments) -> int:
+    env = envs.env()
+    env["DATABASE_URL"] = args.database_url
+    # churnwatch's limiter at Apple's production rates; the server enforces the same (sandbox 10 %).
+    env.update({"APPSTORE_STATUS_RATE": "50", "APPSTORE_HISTORY_RATE": "50", "APPSTORE_TRANSACTION_RATE": "50"})
+    with open(os.path.join(workdir, "churnwatch.env"), "w") as f:
+        for k, v in env.items():
+            f.write(f"{k}={v}\n")
+    csv_path = os.path.join(workdir, "subscriptions.csv")
+    with open(csv_path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=["original_transaction_id", "app_account_token", "customer_ref", "environment"])
+        w.writeheader()
+        w.writerows(r_ for r_ in script.rows if "receipt_data" not in r_)
+    # The legacy subscribers come with their stored receipts (design.md §6: the optional 5th column).
+    legacy_path = os.path.join(workdir, "subscriptions-with-receipts.csv")
+    with open(legacy_path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=["original_transaction_id", "app_account_token", "customer_ref", "environment",
+                                          "receipt_data"])
+        w.writeheader()
+        w.writerows(r_ for r_ in script.rows if "receipt_data" in r_)
+    print(f"independent App Store server: production {envs.production.url}, sandbox {envs.sandbox.url}; "
+          f"{len(script.rows)} subscribers, {args.nights} nights; files in {workdir}", flush=True)
+
+    for cmd in (["migrate"], ["import", csv_path], ["import", legacy_path]):
+        r = ck.churnwatch(cmd, env)
+        ck.check(r.returncode == 0, f"churnwatch {cmd[0]}", "-", "exit 0", f"exit {r.returncode}: {r.stderr.strip()[-500:]}")
+        if r.returncode != 0:
+            raise RuntimeError(f"churnwatch {cmd[0]} failed")
+
+    names = script.names
+    otids = [row["original_transaction_id"] for row in script.rows]
+    actions = list(script.actions)
+    previous_truth: dict | None = None
+    run_log = open(os.path.join(workdir, "churnwatch.log"), "a", encoding="utf-8")
+    for k in range(args.nights):
+        now = night_ms(k)
+        while actions and actions[0][0] <= now:
+            at, otid, action, kw = actions.pop(0)
+            if action == "refund" and "revocation_type" in kw:
+                kw = dict(kw)
+                rtype = kw.pop("revocation_type")
+                world.act(otid, "refund", at, **kw)
+                world.subs[otid].latest.revocation_type = rtype
+            else:
+                world.act(otid, action, at, **kw)
+        world.advance(now + SERVER_LEAD)
+        truth = world.truth()["subscriptions"]
+        forged = script.forged.get(k, set())
+        envs.production.forged = set(forged)
+        replayed = script.replayed.get(k, {})
+        envs.production.replay = {o: night_ms(n) + SERVER_LEAD for o, n in replayed.items()}
+        # What churnwatch may know: a forged or stale answer changes nothing, so the last verified truth stands.
+        truth = {o: (previous_truth[o] if (o in forged or o in replayed) and previous_truth else t)
+                 for o, t in truth.items()}
+        # Transient, retryable failures churnwatch must ride out (design.md §3: retryable errors back off).
+        # GeneralInternal (5000000, "try again later") on the one subscriber that changes that night.
+        trial = next(o for o, n in names.items() if n == "trial-off-expires-n7")
+        faults = {2: {"status": [5000001]}, 3: {"history": [5000001]}, 4: {"status": [4040002], "history": [4040006]},
+                  5: {"receipt": [21005]}, 6: {"status": [5000001, 5000001], "receipt": [21100]},
+                  7: {f"status:{trial}": [5000000]}}
+        envs.production.faults = {k_: list(v) for k_, v in faults.get(k, {}).items()}
+        if k == 2:
+            envs.production.force_429.add("history")
+        # One 429 (Retry-After in epoch ms) on the first status call of every second night.
+        if k % 2 == 1:
+            envs.production.force_429.add("status")
+
+        r = ck.churnwatch(["run", "--as-of", iso(now), "--log-format", "json"] + RUN_WINDOWS, env)
+        run_log.write(f"=== night {k} {iso(now)} exit {r.returncode}\n{r.stdout}\n{r.stderr}\n")
+        run_log.flush()
+        for o in forged:
+            q = ck.psql(f"SELECT count(*) AS n FROM churnwatch.quarantine WHERE original_transaction_id = '{o}'")
+            ck.check(int(q[0]["n"]) > 0, f"{names[o]} ({o}) forged answer quarantined", k, "quarantined", "not quarantined")
+        ck.check(r.returncode == 0, "churnwatch run", k, "exit 0",
+                 f"exit {r.returncode}: {r.stderr.strip().splitlines()[-1:] if r.stderr.strip() else ''}")
+        if args.verbose:
+            print(f"--- night {k} {iso(now)}\n{r.stdout.strip()}", flush=True)
+        runs = ck.psql("SELECT id, status, finished_at, as_of, failed FROM churnwatch.runs ORDER BY id DESC LIMIT 1")
+        run = runs[0] if runs else {}
+        ck.check(bool(run) and run.get("status") == "done" and bool(run.get("finished_at")), "churnwatch.runs", k,
+                 "a finished run with status done", run or "no run row")
+        # Only the id Apple doesn't know and the forged answers may fail; transient faults must not.
+        expected_failed = sum(1 for o in otids if o not in world.subs) + len(forged)
+        failures = ck.psql(f"SELECT original_transaction_id, outcome FROM churnwatch.run_items WHERE run_id = {int(run.get('id', 0))} AND status = 'failed'")
+        ck.check(int(run.get("failed", -1)) == expected_failed, "churnwatch.runs.failed", k, expected_failed,
+                 f"{run.get('failed')}: " + "; ".join(f"{names.get(f['original_transaction_id'], '?')}: {f['outcome']}" for f in failures))
+        run_id = run.get("id", "0")
+
+        # Segments
+        got_seg = {r_["original_transaction_id"]: r_["segment"]
+                   for r_ in ck.psql("SELECT original_transaction_id, segment FROM churnwatch.subscription_segments")}
+        expected_seg = {o: expected_segment(truth.get(o), now) for o in otids}
+        for o in otids:
+            ck.check(got_seg.get(o) == expected_seg[o], f"{names[o]} ({o}) segment", k, expected_seg[o], got_seg.get(o))
+
+        # Auto-renew flip events (and no events at all on the first night)
+        events = ck.psql(f"SELECT original_transaction_id, event FROM churnwatch.churn_events WHERE run_id = {int(run_id)}")
+        if k == 0:
+            ck.check(not events, "first night", k, "no events",
+                     f"{len(events)} events: " + ", ".join(f"{names.get(e['original_transaction_id'], e['original_transaction_id'])}:{e['event']}" for e in events[:8]))
+        for o in otids:
+            exp = set()
+            if previous_truth is not None and o in truth:
+                a, b = previous_truth[o], truth[o]
+                if a["status"] == 1 and b["status"] == 1 and a["autoRenewStatus"] != b["autoRenewStatus"]:
+                    exp.add("auto_renew_enabled" if b["autoRenewStatus"] == 1 else "auto_renew_disabled")
+            got = sorted(e["event"] for e in events if e["original_transaction_id"] == o
+                         and e["event"] in ("auto_renew_disabled", "auto_renew_enabled"))
+            ck.check(got == sorted(exp), f"{names[o]} ({o}) auto-renew events", k, sorted(exp) or "none", got or "none")
+
+        # The app's identifiers are carried into the segments table unchanged
+        if k == 0:
+            ident = {r_["original_transaction_id"]: r_ for r_ in ck.psql(
+                "SELECT original_transaction_id, app_account_token, customer_ref FROM churnwatch.subscription_segments")}
+            for row in script.rows:
+                got = ident.get(row["original_transaction_id"], {})
+                ck.check((got.get("app_account_token", ""), got.get("customer_ref")) == (row["app_account_token"], row["customer_ref"]),
+                         f"{names[row['original_transaction_id']]} identifiers", k,
+                         (row["app_account_token"], row["customer_ref"]), (got.get("app_account_token"), got.get("customer_ref")))
+
+        # Live win-back entries
+        live = ck.psql("SELECT original_transaction_id, campaign, status FROM churnwatch.winback_queue "
+                       "WHERE status IN ('pending', 'claimed') ORDER BY id")
+        for o in otids:
+            c = expected_campaign(truth.get(o), expected_seg[o], now)
+            got = [e["campaign"] for e in live if e["original_transaction_id"] == o]
+            ck.check(got == ([c] if c else []), f"{names[o]} ({o}) live win-back ({expected_seg[o]})", k,
+                     c or "none", ", ".join(got) or "none")
+        previous_truth = truth
+
+        if k == 3:
+            # The same night again (an operator re-runs it): exit 0, nothing new.
+            before = ck.psql("SELECT count(*) AS n FROM churnwatch.churn_events")[0]["n"]
+            live_before = ck.psql("SELECT count(*) AS n FROM churnwatch.winback_queue WHERE status IN ('pending','claimed')")[0]["n"]
+            r = ck.churnwatch(["run", "--as-of", iso(now), "--log-format", "json"] + RUN_WINDOWS, env)
+            run_log.write(f"=== night {k} again {iso(now)} exit {r.returncode}\n{r.stdout}\n{r.stderr}\n")
+            ck.check(r.returncode == 0, "churnwatch run (re-run)", k, "exit 0", f"exit {r.returncode}")
+            after = ck.psql("SELECT count(*) AS n FROM churnwatch.churn_events")[0]["n"]
+            live_after = ck.psql("SELECT count(*) AS n FROM churnwatch.winback_queue WHERE status IN ('pending','claimed')")[0]["n"]
+            ck.check((before, live_before) == (after, live_after), "re-run of the same night", k,
+                     f"{before} events, {live_before} live entries", f"{after} events, {live_after} live entries")
+
+    sandbox_app(ck, args, workdir, world, script, envs, first_night=args.nights)
+
+    calls = {env_.environment: dict(env_.calls) for env_ in (envs.production, envs.sandbox)}
+    print(f"server calls: {calls}", flush=True)
+    print(f"{ck.passed} passed, {ck.failed} failed", flush=True)
+    return 0 if ck.failed == 0 else 1
+
+
+def sandbox_app(ck: Checker, args, workdir: str, world: srv.World, script: Script, envs: srv.Environments,
+                first_night: int):
+    """A sandbox-only deployment, configured as a tester would: APPSTORE_ENVIRONMENT=Sandbox, only
+    APPSTORE_SANDBOX_BASE_URL (no production URL, no app Apple ID), and an import whose
+    environment column is empty (the app's configured environment, ops/churnwatch.env.example).
+    Two nights on a second database next to the first."""
+    parts = urllib.parse.urlsplit(args.database_url)
+    if not parts.scheme.startswith("postgres") or not parts.path.strip("/"):
+        print("note: sandbox-app phase skipped: --database-url is not a postgresql://.../DB URL")
+        return
+    db = parts.path.strip("/") + "_sbx"
+    url = urllib.parse.urlunsplit(parts._replace(path="/" + db))
+    ck.psql(f'DROP DATABASE IF EXISTS "{db}"')
+    ck.psql(f'CREATE DATABASE "{db}"')
+    try:
+        env = envs.env()
+        for k_ in ("APPSTORE_BASE_URL", "APPSTORE_APP_APPLE_ID"):
+            env.pop(k_)
+        env.update({"APPSTORE_ENVIRONMENT": "Sandbox", "DATABASE_URL": url})
+        sandbox_rows = [r_ for r_ in script.rows
+                        if r_["original_transaction_id"] in world.subs
+                        and world.subs[r_["original_transaction_id"]].environment == "Sandbox"]
+        path = os.path.join(workdir, "sandbox-app.csv")
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, fieldnames=["original_transaction_id", "app_account_token", "customer_ref", "environment",
+                                              "receipt_data"])
+            w.writeheader()
+            w.writerows(dict(r_, environment="") for r_ in sandbox_rows)
+        for cmd in (["migrate"], ["import", path]):
+            r = ck.churnwatch(cmd, env)
+            ck.check(r.returncode == 0, f"sandbox app: churnwatch {cmd[0]}", "-", "exit 0", f"exit {r.returncode}")
+        for k in (first_night, first_night + 1):
+            now = night_ms(k)
+            world.advance(now + SERVER_LEAD)
+            truth = world.truth()["subscriptions"]
+            r = ck.churnwatch(["run", "--as-of", iso(now), "--log-format", "json"] + RUN_WINDOWS, env)
+            ck.check(r.returncode == 0, "sandbox app: churnwatch run", k, "exit 0", f"exit {r.returncode}")
+            got = {r_["original_transaction_id"]: r_["segment"] for r_ in ck.psql_url(
+                url, "SELECT original_transaction_id, segment FROM churnwatch.subscription_segments")}
+            for row in sandbox_rows:
+                o = row["original_transaction_id"]
+                exp = expected_segment(truth[o], now)
+                ck.check(got.get(o) == exp, f"sandbox app: {script.names[o]} ({o}) segment", k, exp, got.get(o))
+    finally:
+        ck.psql(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

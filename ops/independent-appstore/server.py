@@ -1,0 +1,994 @@
+#!/usr/bin/env python3
+"""An independent App Store Server API, written from ../../../shared/docs/app-store-api.md only.
+
+It is NOT the project's Swift simulator and shares no code or assumptions with it on purpose:
+its own PKI, its own request-JWT checks, its own world model and its own wire habits (legal
+but untidy: a charset in Content-Type, unknown fields, omitted optionals, shuffled key order,
+non-ASCII strings, some `Connection: close`).
+
+Python 3.11 standard library + `cryptography`. Used in-process by check.py; can also run on its
+own (`server.py --dir D`), controlled through POST /_indie/clock and GET /_indie/truth.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import json
+import os
+import random
+import sys
+import threading
+import time
+import urllib.parse
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
+from cryptography.x509.oid import NameOID
+
+DAY_MS = 86_400_000
+OID_INTERMEDIATE = "1.2.840.113635.100.6.2.1"
+OID_LEAF = "1.2.840.113635.100.6.11.1"
+
+
+def b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def b64url_decode(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+# --------------------------------------------------------------------------------------------
+# PKI: root CA -> intermediate (Apple WWDR OID) -> leaf (receipt-signing OID), all P-256.
+# --------------------------------------------------------------------------------------------
+class PKI:
+    def __init__(self, directory: str):
+        os.makedirs(directory, exist_ok=True)
+        # Valid long before and after any simulated night: churnwatch validates the chain at the
+        # payload's signedDate (no online checks), which is simulated time.
+        not_before = dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc)
+        not_after = dt.datetime(2040, 1, 1, tzinfo=dt.timezone.utc)
+        self.root_key = ec.generate_private_key(ec.SECP256R1())
+        self.int_key = ec.generate_private_key(ec.SECP256R1())
+        self.leaf_key = ec.generate_private_key(ec.SECP256R1())
+        root_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Indie Test Root CA - G3"),
+                               x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Independent Conformance Ltd"),
+                               x509.NameAttribute(NameOID.COUNTRY_NAME, "US")])
+        int_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Indie Worldwide Developer Relations CA"),
+                              x509.NameAttribute(NameOID.ORGANIZATIONAL_UNIT_NAME, "G6"),
+                              x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Independent Conformance Ltd"),
+                              x509.NameAttribute(NameOID.COUNTRY_NAME, "US")])
+        leaf_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Indie ECC Receipt Signing"),
+                               x509.NameAttribute(NameOID.ORGANIZATION_NAME, "Independent Conformance Ltd"),
+                               x509.NameAttribute(NameOID.COUNTRY_NAME, "US")])
+
+        def ski(key):
+            return x509.SubjectKeyIdentifier.from_public_key(key.public_key())
+
+        self.root = (x509.CertificateBuilder().subject_name(root_name).issuer_name(root_name)
+                     .public_key(self.root_key.public_key()).serial_number(x509.random_serial_number())
+                     .not_valid_before(not_before).not_valid_after(not_after)
+                     .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                     .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+                     .add_extension(ski(self.root_key), critical=False)
+                     .sign(self.root_key, hashes.SHA384()))
+        self.intermediate = (x509.CertificateBuilder().subject_name(int_name).issuer_name(root_name)
+                             .public_key(self.int_key.public_key()).serial_number(x509.random_serial_number())
+                             .not_valid_before(not_before).not_valid_after(not_after)
+                             .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+                             .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+                             .add_extension(ski(self.int_key), critical=False)
+                             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.root_key.public_key()), critical=False)
+                             .add_extension(x509.UnrecognizedExtension(x509.ObjectIdentifier(OID_INTERMEDIATE), b"\x05\x00"), critical=False)
+                             .sign(self.root_key, hashes.SHA384()))
+        leaf = (x509.CertificateBuilder().subject_name(leaf_name).issuer_name(int_name)
+                .public_key(self.leaf_key.public_key()).serial_number(x509.random_serial_number())
+                .not_valid_before(not_before).not_valid_after(not_after))
+        if os.environ.get("INDIE_MINIMAL_LEAF") != "1":
+            leaf = (leaf.add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                    .add_extension(x509.KeyUsage(True, False, False, False, False, False, False, False, False), critical=True)
+                    .add_extension(ski(self.leaf_key), critical=False)
+                    .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.int_key.public_key()), critical=False))
+        self.leaf = (leaf.add_extension(x509.UnrecognizedExtension(x509.ObjectIdentifier(OID_LEAF), b"\x05\x00"), critical=False)
+                     .sign(self.int_key, hashes.SHA256()))
+        self.root_pem_path = os.path.join(directory, "IndieRootCA.pem")
+        self.root_der_path = os.path.join(directory, "IndieRootCA.cer")
+        with open(self.root_pem_path, "wb") as f:
+            f.write(self.root.public_bytes(serialization.Encoding.PEM))
+        with open(self.root_der_path, "wb") as f:
+            f.write(self.root.public_bytes(serialization.Encoding.DER))
+        self.x5c = [base64.b64encode(c.public_bytes(serialization.Encoding.DER)).decode("ascii")
+                    for c in (self.leaf, self.intermediate, self.root)]
+
+    def sign_jws(self, payload: dict) -> str:
+        header = {"x5c": self.x5c, "alg": "ES256"}  # no "typ", x5c first: legal, not Apple's order
+        signing_input = (b64url(json.dumps(header, separators=(",", ":")).encode()) + "." +
+                         b64url(json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode("utf-8")))
+        der = self.leaf_key.sign(signing_input.encode("ascii"), ec.ECDSA(hashes.SHA256()))
+        r, s = decode_dss_signature(der)
+        return signing_input + "." + b64url(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
+
+
+# --------------------------------------------------------------------------------------------
+# The In-App Purchase key churnwatch signs its request JWTs with.
+# --------------------------------------------------------------------------------------------
+class APIKey:
+    def __init__(self, directory: str, key_id: str, issuer_id: str, bundle_id: str):
+        self.key_id, self.issuer_id, self.bundle_id = key_id, issuer_id, bundle_id
+        self.private_key = ec.generate_private_key(ec.SECP256R1())
+        self.path = os.path.join(directory, f"SubscriptionKey_{key_id}.p8")
+        pem = self.private_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                             serialization.NoEncryption())
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(pem.rstrip(b"\n"))  # downloaded .p8 files end without a newline
+        self.public_key = self.private_key.public_key()
+
+    def check(self, authorization: str | None) -> str | None:
+        """None when the bearer token is acceptable, else why not (for the log)."""
+        if not authorization or not authorization.startswith("Bearer "):
+            return "no bearer token"
+        parts = authorization[len("Bearer "):].strip().split(".")
+        if len(parts) != 3:
+            return "not a compact JWS"
+        try:
+            header = json.loads(b64url_decode(parts[0]))
+            claims = json.loads(b64url_decode(parts[1]))
+            sig = b64url_decode(parts[2])
+        except Exception as e:  # noqa: BLE001
+            return f"undecodable token: {e}"
+        if header.get("alg") != "ES256":
+            return f"alg {header.get('alg')!r}"
+        if header.get("kid") != self.key_id:
+            return f"kid {header.get('kid')!r}"
+        if len(sig) != 64:
+            return f"signature is {len(sig)} bytes, not raw R||S"
+        try:
+            der = encode_dss_signature(int.from_bytes(sig[:32], "big"), int.from_bytes(sig[32:], "big"))
+            self.public_key.verify(der, (parts[0] + "." + parts[1]).encode("ascii"), ec.ECDSA(hashes.SHA256()))
+        except Exception:  # noqa: BLE001
+            return "bad signature"
+        if claims.get("iss") != self.issuer_id:
+            return f"iss {claims.get('iss')!r}"
+        aud = claims.get("aud")
+        if aud != "appstoreconnect-v1" and not (isinstance(aud, list) and aud == ["appstoreconnect-v1"]):
+            return f"aud {aud!r}"
+        if claims.get("bid") != self.bundle_id:
+            return f"bid {claims.get('bid')!r}"
+        now = time.time()  # request tokens live in real time, not simulated time
+        exp, iat = claims.get("exp"), claims.get("iat")
+        if not isinstance(exp, (int, float)) or exp <= now:
+            return f"exp {exp!r} (now {int(now)})"
+        if iat is not None:
+            if not isinstance(iat, (int, float)) or iat > now + 60:
+                return f"iat {iat!r} in the future"
+            if exp - iat > 3600:
+                return "exp more than 60 min after iat"
+        elif exp - now > 3600:
+            return "exp more than 60 min ahead"
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# The world: customers, their subscriptions and transactions, a simulated clock.
+# --------------------------------------------------------------------------------------------
+PRODUCTS = {
+    # productId: (group, period in ms, price in milliunits)
+    "com.indie.premium.monthly": ("20010001", 30 * DAY_MS, 9990),
+    "com.indie.premium.yearly": ("20010001", 365 * DAY_MS, 79990),
+    "com.indie.basic.monthly": ("20010001", 30 * DAY_MS, 4990),
+    "com.indie.pro.monthly": ("20020002", 30 * DAY_MS, 14990),
+}
+
+
+@dataclass
+class Txn:
+    transaction_id: str
+    original_transaction_id: str
+    product_id: str
+    purchase_ms: int
+    expires_ms: int
+    web_order_line_item_id: str
+    reason: str  # PURCHASE / RENEWAL
+    modified_ms: int
+    revocation_ms: int | None = None
+    revocation_reason: int | None = None
+    revocation_type: str | None = None
+    offer_type: int | None = None
+    offer_identifier: str | None = None
+    offer_discount_type: str | None = None
+    price: int = 0
+    is_upgraded: bool = False
+    product_type: str = "Auto-Renewable Subscription"
+
+
+@dataclass
+class Subscription:
+    otid: str
+    customer: str
+    environment: str  # Production / Sandbox
+    ownership: str = "PURCHASED"
+    app_account_token: str | None = None
+    txns: list[Txn] = field(default_factory=list)
+    auto_renew: int = 1
+    auto_renew_product: str = ""
+    expiration_intent: int | None = None
+    in_retry: bool = False
+    retry_gave_up: bool = False
+    grace_days: int = 0           # billing grace period length when billing fails (0 = none)
+    grace_expires_ms: int | None = None
+    price_increase_status: int | None = None
+    billing_fails: bool = False   # the next renewal charge fails
+    not_for_sale: bool = False    # the product can't be renewed
+    recover_at_ms: int | None = None
+    give_up_at_ms: int | None = None
+    winback_offer_ids: list[str] | None = None
+    forced_intent: int | None = None  # expire at period end with this intent (5, or one Apple hasn't invented)
+    status_lag_ms: int = 0        # Apple's status lags: still 4 this long after the grace end
+    renewal_offer: tuple | None = None  # (offerType, offerIdentifier) applying at the next renewal
+    one_offs: list[Txn] = field(default_factory=list)  # consumables / non-consumables of the customer
+    receipt: str | None = None    # legacy receipt-data (base64) the app stored, if any
+    renewal_removed: bool = False  # legacy: cancelled during grace, the pending_renewal_info item is gone
+
+    @property
+    def latest(self) -> Txn:
+        return max(self.txns, key=lambda t: (t.purchase_ms, t.transaction_id))
+
+    @property
+    def product(self) -> str:
+        return self.latest.product_id
+
+    @property
+    def group(self) -> str:
+        return PRODUCTS[self.product][0]
+
+    def status(self, now_ms: int) -> int:
+        last = self.latest
+        if last.revocation_ms is not None:
+            return 5
+        if last.expires_ms > now_ms:
+            return 1
+        if self.in_retry:
+            return 4 if self.grace_expires_ms and self.grace_expires_ms + self.status_lag_ms > now_ms else 3
+        return 2
+
+
+class World:
+    def __init__(self, bundle_id: str, app_apple_id: int, seed: int = 7):
+        self.bundle_id, self.app_apple_id = bundle_id, app_apple_id
+        self.subs: dict[str, Subscription] = {}
+        self.txn_index: dict[str, Subscription] = {}
+        self.now_ms = 0
+        self.lock = threading.RLock()
+        self.rng = random.Random(seed)
+        self._next_id = 420_000_000_100_000 + seed * 1_000_000
+        self.shared_secret = hashlib.sha256(f"indie-{seed}".encode()).hexdigest()[:32]
+
+    def new_id(self) -> str:
+        self._next_id += self.rng.randint(1, 97)
+        return str(self._next_id)
+
+    def add(self, sub: Subscription, product: str, start_ms: int, offer: tuple | None = None):
+        period = PRODUCTS[product][1]
+        tid = sub.otid
+        t = Txn(tid, sub.otid, product, start_ms, start_ms + period, self.new_id(), "PURCHASE", start_ms,
+                price=PRODUCTS[product][2])
+        if offer:
+            t.offer_type, t.offer_identifier, t.offer_discount_type = offer
+        sub.txns.append(t)
+        sub.auto_renew_product = sub.auto_renew_product or product
+        self.subs[sub.otid] = sub
+        self.txn_index[tid] = sub
+        return sub
+
+    def _renew(self, sub: Subscription, at_ms: int, product: str | None = None):
+        product = product or sub.auto_renew_product
+        period = PRODUCTS[product][1]
+        price = PRODUCTS[product][2]
+        if sub.price_increase_status == 1:
+            price += 1000
+        t = Txn(self.new_id(), sub.otid, product, at_ms, at_ms + period, self.new_id(), "RENEWAL", at_ms, price=price)
+        sub.txns.append(t)
+        self.txn_index[t.transaction_id] = sub
+
+    def backfill_renewals(self, sub: Subscription, until_ms: int):
+        """History: renew (auto-renew on, charges succeed) up to `until_ms`."""
+        while sub.latest.expires_ms <= until_ms:
+            self._renew(sub, sub.latest.expires_ms)
+
+    def _advance_sub(self, sub: Subscription, now_ms: int):
+        while True:
+            last = sub.latest
+            if last.revocation_ms is not None:
+                return
+            if sub.in_retry:
+                if sub.recover_at_ms is not None and sub.recover_at_ms <= now_ms:
+                    at = sub.recover_at_ms
+                    sub.in_retry, sub.grace_expires_ms, sub.recover_at_ms, sub.billing_fails = False, None, None, False
+                    self._renew(sub, at)  # Apple starts the new period on the recovery date
+                    continue
+                if sub.give_up_at_ms is not None and sub.give_up_at_ms <= now_ms:
+                    sub.in_retry, sub.retry_gave_up, sub.expiration_intent = False, True, 2
+                    sub.auto_renew = 0  # Apple reports auto-renew off afterwards: not a customer flip
+                    return
+                return
+            if last.expires_ms > now_ms or sub.expiration_intent is not None:
+                return
+            # The period ended at last.expires_ms: renew, retry or expire.
+            if sub.auto_renew == 0:
+                sub.expiration_intent = 1
+                return
+            if sub.price_increase_status == 0:
+                sub.expiration_intent, sub.auto_renew = 3, 0
+                return
+            if sub.forced_intent is not None:
+                sub.expiration_intent, sub.auto_renew = sub.forced_intent, 0
+                return
+            if sub.not_for_sale:
+                sub.expiration_intent, sub.auto_renew = 4, 0
+                return
+            if sub.billing_fails:
+                sub.in_retry = True
+                if sub.grace_days:
+                    sub.grace_expires_ms = last.expires_ms + sub.grace_days * DAY_MS
+                return
+            self._renew(sub, last.expires_ms)
+
+    def advance(self, now_ms: int):
+        with self.lock:
+            assert now_ms >= self.now_ms, "the clock only moves forward"
+            for sub in self.subs.values():
+                self._advance_sub(sub, now_ms)
+            self.now_ms = now_ms
+
+    # ---- scripted actions (the checker calls these at their simulated moment) ----
+    def act(self, otid: str, action: str, at_ms: int, **kw):
+        with self.lock:
+            self.advance(at_ms)
+            sub = self.subs[otid]
+            if action == "auto_renew_off":
+                sub.auto_renew = 0
+                if sub.in_retry:  # cancelled during grace/retry: retry stops, expired (intent 1)
+                    if sub.grace_expires_ms is not None and sub.grace_expires_ms > at_ms:
+                        sub.renewal_removed = True  # fact sheet §7: removed from pending_renewal_info
+                    sub.in_retry, sub.grace_expires_ms, sub.expiration_intent = False, None, 1
+            elif action == "auto_renew_on":
+                sub.auto_renew = 1
+            elif action == "refund":
+                t = sub.latest
+                t.revocation_ms, t.revocation_reason = at_ms, kw.get("reason", 1)
+                t.revocation_type, t.modified_ms = "REFUND_FULL", at_ms
+                if kw.get("auto_renew_off", True):
+                    sub.auto_renew = 0
+            elif action == "refund_reversed":
+                t = sub.latest
+                t.revocation_ms = t.revocation_reason = t.revocation_type = None
+                t.modified_ms = at_ms
+            elif action == "downgrade":
+                sub.auto_renew_product = kw["product"]
+            elif action == "cancel_downgrade":
+                sub.auto_renew_product = sub.product
+            elif action == "price_increase":
+                sub.price_increase_status = 0
+            elif action == "price_consent":
+                sub.price_increase_status = 1
+            elif action == "billing_fails":
+                sub.billing_fails = True
+                sub.grace_days = kw.get("grace_days", 0)
+                sub.recover_at_ms = kw.get("recover_at")
+                sub.give_up_at_ms = kw.get("give_up_at")
+            elif action == "not_for_sale":
+                sub.not_for_sale = True
+            elif action == "expire_with_intent":
+                sub.forced_intent = kw["intent"]
+            elif action == "upgrade":  # immediate, a PURCHASE; the old transaction is upgraded away
+                old = sub.latest
+                old.is_upgraded, old.modified_ms = True, at_ms
+                product = kw["product"]
+                t = Txn(self.new_id(), sub.otid, product, at_ms, at_ms + PRODUCTS[product][1], self.new_id(), "PURCHASE",
+                        at_ms, price=PRODUCTS[product][2])
+                sub.txns.append(t)
+                self.txn_index[t.transaction_id] = sub
+                sub.auto_renew_product, sub.auto_renew = product, 1  # the new product renews
+            elif action == "resubscribe":  # a new purchase in the same group after churn (same original id)
+                product = kw.get("product") or sub.auto_renew_product
+                t = Txn(self.new_id(), sub.otid, product, at_ms, at_ms + PRODUCTS[product][1], self.new_id(), "PURCHASE",
+                        at_ms, price=PRODUCTS[product][2])
+                if kw.get("offer"):
+                    t.offer_type, t.offer_identifier, t.offer_discount_type = kw["offer"]
+                sub.txns.append(t)
+                self.txn_index[t.transaction_id] = sub
+                sub.auto_renew_product = product
+                sub.auto_renew, sub.expiration_intent, sub.in_retry, sub.retry_gave_up = 1, None, False, False
+                sub.forced_intent, sub.grace_expires_ms = None, None
+            elif action == "buy_one_off":  # a consumable or non-consumable: in history, never in statuses
+                t = Txn(self.new_id(), "", kw["product"], at_ms, 0, "", "PURCHASE", at_ms, price=1990,
+                        product_type=kw["type"])
+                t.original_transaction_id = t.transaction_id
+                sub.one_offs.append(t)
+                self.txn_index[t.transaction_id] = sub
+            else:
+                raise ValueError(action)
+
+    def truth(self) -> dict:
+        with self.lock:
+            now = self.now_ms
+            out = {}
+            for s in self.subs.values():
+                last = s.latest
+                out[s.otid] = {
+                    "status": s.status(now), "productId": last.product_id, "autoRenewProductId": s.auto_renew_product,
+                    "autoRenewStatus": s.auto_renew, "expirationIntent": s.expiration_intent,
+                    "inBillingRetry": s.in_retry, "gracePeriodExpiresDate": s.grace_expires_ms,
+                    "priceIncreaseStatus": s.price_increase_status, "revoked": last.revocation_ms is not None,
+                    "expiresDate": last.expires_ms, "ownership": s.ownership, "environment": s.environment,
+                    "transactions": len(s.txns),
+                }
+            return {"now": now, "subscriptions": out}
+
+    # ---- payloads (JWS content, fields exactly as the fact sheet's section 5) ----
+    def transaction_payload(self, sub: Subscription, t: Txn) -> dict:
+        p = {
+            "transactionId": t.transaction_id, "originalTransactionId": t.original_transaction_id,
+            "bundleId": self.bundle_id, "productId": t.product_id,
+            "purchaseDate": t.purchase_ms, "originalPurchaseDate": sub.txns[0].purchase_ms,
+            "quantity": 1, "type": t.product_type,
+            "inAppOwnershipType": sub.ownership, "signedDate": self.now_ms, "environment": sub.environment,
+            "transactionReason": t.reason, "storefront": "AUT", "storefrontId": "143445",
+            "price": t.price, "currency": "EUR", "appTransactionId": "70" + sub.otid[-12:],
+            # Fields no version of churnwatch can know (future API versions): must be ignored.
+            "storefrontDisplayName": "Österreich — Wien",
+            "futureExperiment": {"bucket": 3, "labels": ["ß", "日本"], "nested": {"x": None}},
+        }
+        if t.product_type == "Auto-Renewable Subscription":
+            p["webOrderLineItemId"] = t.web_order_line_item_id
+            p["subscriptionGroupIdentifier"] = PRODUCTS[t.product_id][0]
+            p["expiresDate"] = t.expires_ms
+        else:
+            p["originalPurchaseDate"] = t.purchase_ms
+            if t.product_type == "Consumable":
+                p["quantity"] = 3
+        if sub.app_account_token:
+            p["appAccountToken"] = sub.app_account_token
+        if t.revocation_ms is not None:
+            p["revocationDate"] = t.revocation_ms
+            p["revocationReason"] = t.revocation_reason
+            p["revocationType"] = t.revocation_type
+            p["revocationPercentage"] = 100000
+        if t.offer_type is not None:
+            p["offerType"] = t.offer_type
+            if t.offer_identifier:
+                p["offerIdentifier"] = t.offer_identifier
+            if t.offer_discount_type:
+                p["offerDiscountType"] = t.offer_discount_type
+            p["offerPeriod"] = "P1M"
+        if t.is_upgraded:
+            p["isUpgraded"] = True
+        return self._shuffle(p)
+
+    def renewal_payload(self, sub: Subscription) -> dict:
+        last = sub.latest
+        p = {
+            "originalTransactionId": sub.otid, "productId": last.product_id,
+            "autoRenewProductId": sub.auto_renew_product, "autoRenewStatus": sub.auto_renew,
+            "renewalDate": last.expires_ms, "signedDate": self.now_ms, "environment": sub.environment,
+            "recentSubscriptionStartDate": sub.txns[0].purchase_ms, "currency": "EUR",
+            "renewalPrice": PRODUCTS[sub.auto_renew_product][2] + (1000 if sub.price_increase_status is not None else 0),
+            "appTransactionId": "70" + sub.otid[-12:],
+            "renewalBillingPlanType": "BILLED_UPFRONT",
+            "somethingNew": "ünïcödé",
+        }
+        if sub.expiration_intent is not None:
+            p["expirationIntent"] = sub.expiration_intent
+        if sub.in_retry:
+            p["isInBillingRetryPeriod"] = True
+        elif sub.retry_gave_up:
+            p["isInBillingRetryPeriod"] = False
+        if sub.grace_expires_ms is not None and sub.in_retry:
+            p["gracePeriodExpiresDate"] = sub.grace_expires_ms
+        if sub.price_increase_status is not None:
+            p["priceIncreaseStatus"] = sub.price_increase_status
+        if sub.app_account_token:
+            p["appAccountToken"] = sub.app_account_token
+        if sub.renewal_offer:
+            p["offerType"], p["offerIdentifier"] = sub.renewal_offer
+        if sub.winback_offer_ids is not None and sub.status(self.now_ms) == 2 and not sub.retry_gave_up:
+            p["eligibleWinBackOfferIds"] = sub.winback_offer_ids
+        return self._shuffle(p)
+
+    def _shuffle(self, p: dict) -> dict:
+        keys = list(p)
+        self.rng.shuffle(keys)
+        return {k: p[k] for k in keys}
+
+
+    # ---- legacy verifyReceipt (fact sheet §7): every value a string, dates three ways ----
+    @staticmethod
+    def _dates(out: dict, name: str, ms: int):
+        t = dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc)
+        pst = t - dt.timedelta(hours=8)
+        out[f"{name}_ms"] = str(ms)
+        out[name] = t.strftime("%Y-%m-%d %H:%M:%S Etc/GMT")
+        out[f"{name}_pst"] = pst.strftime("%Y-%m-%d %H:%M:%S America/Los_Angeles")
+
+    def legacy_transaction(self, sub: Subscription, t: Txn) -> dict:
+        p = {"quantity": "1", "product_id": t.product_id, "transaction_id": t.transaction_id,
+             "original_transaction_id": sub.otid, "web_order_line_item_id": t.web_order_line_item_id,
+             "is_trial_period": "true" if t.offer_discount_type == "FREE_TRIAL" else "false",
+             "is_in_intro_offer_period": "false", "in_app_ownership_type": sub.ownership,
+             "subscription_group_identifier": PRODUCTS[t.product_id][0]}
+        self._dates(p, "purchase_date", t.purchase_ms)
+        self._dates(p, "original_purchase_date", sub.txns[0].purchase_ms)
+        self._dates(p, "expires_date", t.expires_ms)
+        if t.revocation_ms is not None:
+            self._dates(p, "cancellation_date", t.revocation_ms)
+            p["cancellation_reason"] = str(t.revocation_reason)
+        if t.is_upgraded:
+            p["is_upgraded"] = "true"
+        if sub.app_account_token:
+            p["app_account_token"] = sub.app_account_token
+        return p
+
+    def legacy_pending(self, sub: Subscription) -> dict | None:
+        if sub.renewal_removed:
+            return None
+        p = {"auto_renew_product_id": sub.auto_renew_product, "product_id": sub.product,
+             "original_transaction_id": sub.otid, "auto_renew_status": str(sub.auto_renew)}
+        if sub.expiration_intent is not None:
+            p["expiration_intent"] = str(sub.expiration_intent)
+        if sub.in_retry:
+            p["is_in_billing_retry_period"] = "1"
+        elif sub.retry_gave_up:
+            p["is_in_billing_retry_period"] = "0"
+        if sub.in_retry and sub.grace_expires_ms is not None:
+            self._dates(p, "grace_period_expires_date", sub.grace_expires_ms)
+        if sub.price_increase_status is not None:
+            p["price_increase_status"] = str(sub.price_increase_status)
+            p["price_consent_status"] = str(sub.price_increase_status)
+        return p
+
+
+# --------------------------------------------------------------------------------------------
+# HTTP
+# --------------------------------------------------------------------------------------------
+ERRORS = {
+    4000006: (400, "Invalid transaction id."),
+    4000005: (400, "Invalid request revision."),
+    4000015: (400, "Invalid start date."),
+    4000016: (400, "Invalid end date."),
+    4000013: (400, "Start date after end date."),
+    4000021: (400, "Invalid sort."),
+    4000022: (400, "Invalid product type."),
+    4000030: (400, "Invalid revoked."),
+    4000031: (400, "Invalid status."),
+    4040010: (404, "Transaction id not found."),
+    4290000: (429, "Rate limit exceeded."),
+    5000000: (500, "An unknown error occurred."),
+}
+ENDPOINT_RATE = {"status": 50, "history": 50, "transaction": 50}
+
+
+class RateWindow:
+    """Per-endpoint limit over a sliding one-second window (Apple enforces hourly; a second
+    keeps a short check honest)."""
+
+    def __init__(self, per_second: float):
+        self.per_second = per_second
+        self.stamps: list[float] = []
+        self.lock = threading.Lock()
+
+    def admit(self) -> float | None:
+        """None if admitted, else the real time (s) from which a call will be admitted."""
+        with self.lock:
+            now = time.monotonic()
+            self.stamps = [s for s in self.stamps if s > now - 1.0]
+            if len(self.stamps) >= max(1, int(self.per_second * 1.2) + 1):
+                return time.time() + (self.stamps[0] + 1.0 - now)
+            self.stamps.append(now)
+            return None
+
+
+class AppStoreServer:
+    """One environment (Production or Sandbox) on its own port."""
+
+    def __init__(self, world: World, key: APIKey, pki: PKI, environment: str, port: int = 0, log=None, prefix: str = ""):
+        self.world, self.key, self.pki, self.environment = world, key, pki, environment
+        self.prefix = prefix  # served below a path, as behind a gateway: {base}/inApps/...
+        factor = 1.0 if environment == "Production" else 0.1
+        self.rates = {k: RateWindow(v * factor) for k, v in ENDPOINT_RATE.items()}
+        self.log = log or (lambda line: None)
+        self.calls: dict[str, int] = {}
+        self.rejections: list[str] = []
+        self.force_429: set[str] = set()  # endpoints whose next call gets a 429 regardless of rate
+        # endpoint -> error codes the next calls get, in order (transient, retryable failures);
+        # "endpoint:id" targets the calls for one id.
+        self.faults: dict[str, list[int]] = {}
+        # Subscriptions whose answers are signed by an untrusted chain (a forged answer) for now.
+        self.forged: set[str] = set()
+        # Status answers as sent, by (id, simulated now); `replay` maps an id to the simulated
+        # moment whose answer is sent again (a lagging replica: an older signedDate).
+        self.recorded: dict[tuple[str, int], dict] = {}
+        self.replay: dict[str, int] = {}
+        self.rogue: PKI | None = None
+        self.requests = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            # Keep-alive connections idle for more than a second are dropped without notice, as
+            # a server's keep-alive timeout does: a client must not trust a pooled connection.
+            timeout = 1.0
+
+            def log_message(self, fmt, *args):  # quiet
+                pass
+
+            def do_GET(self):
+                server.handle(self, "GET")
+
+            def do_POST(self):
+                server.handle(self, "POST")
+
+            def do_PUT(self):
+                server.handle(self, "PUT")
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}{prefix}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def start(self):
+        self.thread.start()
+        return self
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    # ---- responses ----
+    def send(self, h, status: int, body: dict | None, extra: dict | None = None):
+        self.requests += 1
+        n = self.requests
+        if body is None:
+            data = b""
+        elif n % 3 == 0:  # pretty-printed, \u escapes and escaped slashes: all the same JSON
+            data = json.dumps(body, ensure_ascii=True, indent=2).replace("/", "\\/").encode("ascii")
+        else:
+            data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        h.send_response(status)
+        if body is not None:  # header names are case-insensitive: some answers use lower case
+            h.send_header("content-type" if n % 4 == 0 else "Content-Type", "application/json;charset=utf-8")
+        chunked = n % 5 == 0 and len(data) > 0  # HTTP/1.1 chunked transfer coding instead of a length
+        if chunked:
+            h.send_header("Transfer-Encoding", "chunked")
+        else:
+            h.send_header("Content-Length", str(len(data)))
+        for k, v in (extra or {}).items():
+            h.send_header(k, v)
+        # Every seventh response closes the connection: clients must reconnect cleanly.
+        if n % 7 == 0:
+            h.send_header("Connection", "close")
+            h.close_connection = True
+        elif n % 11 == 0:
+            h.close_connection = True  # closed after this answer without saying so (allowed: RFC 9112 §9.6)
+        h.end_headers()
+        if chunked:
+            for i in range(0, len(data), 1000):
+                piece = data[i:i + 1000]
+                h.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            h.wfile.write(b"0\r\n\r\n")
+        else:
+            h.wfile.write(data)
+
+    def error(self, h, code: int, extra: dict | None = None):
+        status, message = ERRORS[code]
+        self.send(h, status, {"errorMessage": message, "errorCode": code}, extra)
+
+    def handle(self, h, method: str):
+        try:
+            length = int(h.headers.get("Content-Length") or 0)
+            raw_body = h.rfile.read(length) if length else b""
+            parsed = urllib.parse.urlsplit(h.path)
+            path = parsed.path
+            if self.prefix:
+                if not path.startswith(self.prefix + "/"):
+                    self.log(f"[{self.environment}] 404 outside {self.prefix}: {method} {h.path}")
+                    return self.send(h, 404, {"errorCode": 4040000, "errorMessage": "Not found."})
+                path = path[len(self.prefix):]
+            # '+' is a literal plus here (RFC 3986), as Apple's Swift library sends it unencoded.
+            query: dict[str, list[str]] = {}
+            for part in filter(None, parsed.query.split("&")):
+                k, _, v = part.partition("=")
+                query.setdefault(urllib.parse.unquote(k), []).append(urllib.parse.unquote(v))
+            if path.startswith("/_indie/"):
+                return self.control(h, method, path)
+            if method == "POST" and path == "/verifyReceipt":  # legacy: no JWT, the shared secret instead
+                self.log(f"[{self.environment}] POST /verifyReceipt")
+                self.calls["receipt"] = self.calls.get("receipt", 0) + 1
+                queued = self.faults.get("receipt")
+                if queued:  # a temporary failure: 21005, or 21100-21199 with is_retryable
+                    code = queued.pop(0)
+                    self.calls[f"receipt_{code}"] = self.calls.get(f"receipt_{code}", 0) + 1
+                    body = {"status": code, "environment": self.environment}
+                    if 21100 <= code <= 21199:
+                        body["is_retryable"] = True  # the current doc page's spelling
+                    return self.send(h, 200, body)
+                with self.world.lock:
+                    return self.verify_receipt(h, raw_body)
+            self.log(f"[{self.environment}] {method} {h.path}")
+            why = self.key.check(h.headers.get("Authorization"))
+            if why is not None:
+                self.rejections.append(f"{method} {path}: {why}")
+                self.log(f"[{self.environment}] 401 {method} {path}: {why}")
+                return self.send(h, 401, None)
+            segs = path.split("/")
+            # /inApps/v1/subscriptions/{id}
+            if method == "GET" and len(segs) == 5 and segs[1:4] == ["inApps", "v1", "subscriptions"]:
+                return self.limited(h, "status", lambda: self.statuses(h, urllib.parse.unquote(segs[4]), query),
+                                    urllib.parse.unquote(segs[4]))
+            if method == "GET" and len(segs) == 5 and segs[1:4] == ["inApps", "v2", "history"]:
+                return self.limited(h, "history", lambda: self.history(h, urllib.parse.unquote(segs[4]), query),
+                                    urllib.parse.unquote(segs[4]))
+            if method == "GET" and len(segs) == 5 and segs[1:4] == ["inApps", "v1", "transactions"]:
+                return self.limited(h, "transaction", lambda: self.transaction(h, urllib.parse.unquote(segs[4])))
+            self.log(f"[{self.environment}] 404 {method} {h.path}")
+            return self.send(h, 404, {"errorCode": 4040000, "errorMessage": "Not found."})
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        except Exception as e:  # noqa: BLE001
+            self.log(f"[{self.environment}] 500 {h.path}: {e!r}")
+            try:
+                self.error(h, 5000000)
+            except Exception:  # noqa: BLE001
+                pass
+
+    def limited(self, h, endpoint: str, answer, target: str = ""):
+        self.calls[endpoint] = self.calls.get(endpoint, 0) + 1
+        queued = self.faults.get(f"{endpoint}:{target}") or self.faults.get(endpoint)
+        if queued:
+            code = queued.pop(0)
+            self.calls[f"{endpoint}_{code}"] = self.calls.get(f"{endpoint}_{code}", 0) + 1
+            return self.error(h, code)
+        retry_at = None
+        if endpoint in self.force_429:
+            self.force_429.discard(endpoint)
+            retry_at = time.time() + 1.2
+        else:
+            retry_at = self.rates[endpoint].admit()
+        if retry_at is not None:
+            self.calls[endpoint + "_429"] = self.calls.get(endpoint + "_429", 0) + 1
+            return self.error(h, 4290000, {"Retry-After": str(int(retry_at * 1000))})
+        with self.world.lock:
+            return answer()
+
+    def lookup(self, h, any_id: str) -> Subscription | None:
+        if not any_id.isdigit() or len(any_id) > 20:
+            self.error(h, 4000006)
+            return None
+        sub = self.world.txn_index.get(any_id)
+        if sub is None or sub.environment != self.environment:
+            self.error(h, 4040010)
+            return None
+        return sub
+
+    def customer_subs(self, sub: Subscription) -> list[Subscription]:
+        return [s for s in self.world.subs.values() if s.customer == sub.customer and s.environment == self.environment]
+
+    def statuses(self, h, any_id: str, query: dict):
+        sub = self.lookup(h, any_id)
+        if sub is None:
+            return
+        if any_id in self.replay and (any_id, self.replay[any_id]) in self.recorded:
+            self.calls["status_replayed"] = self.calls.get("status_replayed", 0) + 1
+            return self.send(h, 200, self.recorded[(any_id, self.replay[any_id])])
+        wanted = set()
+        for v in query.get("status", []):
+            if v not in {"1", "2", "3", "4", "5"}:
+                return self.error(h, 4000031)
+            wanted.add(int(v))
+        now = self.world.now_ms
+        groups: dict[str, list] = {}
+        # The customer's other subscriptions come first: a client must pick its own by
+        # originalTransactionId, not by position.
+        for s in sorted(self.customer_subs(sub), key=lambda s: s.otid == sub.otid):
+            st = s.status(now)
+            if wanted and st not in wanted:
+                continue
+            pki = self.rogue if s.otid in self.forged and self.rogue else self.pki
+            item = {"originalTransactionId": s.otid, "status": st,
+                    "signedRenewalInfo": pki.sign_jws(self.world.renewal_payload(s)),
+                    "signedTransactionInfo": pki.sign_jws(self.world.transaction_payload(s, s.latest))}
+            groups.setdefault(s.group, []).append(item)
+        body = {"data": [{"lastTransactions": items, "subscriptionGroupIdentifier": g} for g, items in groups.items()],
+                "appAppleId": self.world.app_apple_id, "environment": self.environment,
+                "bundleId": self.world.bundle_id, "serverRegion": "eu-central-1"}
+        if not query:
+            self.recorded[(any_id, self.world.now_ms)] = body
+        self.send(h, 200, body)
+
+    def history(self, h, any_id: str, query: dict):
+        sub = self.lookup(h, any_id)
+        if sub is None:
+            return
+        sort = query.get("sort", ["ASCENDING"])[-1]
+        if sort not in ("ASCENDING", "DESCENDING"):
+            return self.error(h, 4000021)
+        for v in query.get("productType", []):
+            if v not in ("AUTO_RENEWABLE", "NON_RENEWABLE", "CONSUMABLE", "NON_CONSUMABLE"):
+                return self.error(h, 4000022)
+        revoked = query.get("revoked", [None])[-1]
+        if revoked not in (None, "true", "false"):
+            return self.error(h, 4000030)
+        try:
+            start = int(query["startDate"][-1]) if "startDate" in query else None
+        except ValueError:
+            return self.error(h, 4000015)
+        try:
+            end = int(query["endDate"][-1]) if "endDate" in query else None
+        except ValueError:
+            return self.error(h, 4000016)
+        if start is not None and end is not None and start >= end:
+            return self.error(h, 4000013)
+        filters = {k: v for k, v in sorted(query.items()) if k != "revision"}
+        fhash = hashlib.sha256(json.dumps(filters).encode()).hexdigest()[:10]
+        txns = [(s, t) for s in self.customer_subs(sub) for t in s.txns + s.one_offs]
+        if start is not None:
+            txns = [x for x in txns if x[1].purchase_ms >= start]
+        if end is not None:
+            txns = [x for x in txns if x[1].purchase_ms < end]
+        if query.get("productId"):
+            txns = [x for x in txns if x[1].product_id in query["productId"]]
+        if query.get("subscriptionGroupIdentifier"):
+            txns = [x for x in txns if x[1].product_id in PRODUCTS
+                    and PRODUCTS[x[1].product_id][0] in query["subscriptionGroupIdentifier"]]
+        type_names = {"AUTO_RENEWABLE": "Auto-Renewable Subscription", "NON_RENEWABLE": "Non-Renewing Subscription",
+                      "CONSUMABLE": "Consumable", "NON_CONSUMABLE": "Non-Consumable"}
+        if query.get("productType"):
+            wanted_types = {type_names[v] for v in query["productType"]}
+            txns = [x for x in txns if x[1].product_type in wanted_types]
+        if revoked == "true":
+            txns = [x for x in txns if x[1].revocation_ms is not None]
+        elif revoked == "false":
+            txns = [x for x in txns if x[1].revocation_ms is None]
+        desc = sort == "DESCENDING"
+        txns.sort(key=lambda x: (x[1].modified_ms, x[1].transaction_id), reverse=desc)
+        cursor = None
+        if "revision" in query:
+            try:
+                raw = base64.urlsafe_b64decode(query["revision"][-1].encode("ascii")).decode()
+                tag, fh, mod, tid = raw.split("|")
+                if tag != "indie-rev" or fh != fhash:
+                    raise ValueError
+                cursor = (int(mod), tid)
+            except Exception:  # noqa: BLE001
+                return self.error(h, 4000005)
+        if cursor is not None:
+            txns = [x for x in txns if ((x[1].modified_ms, x[1].transaction_id) < cursor if desc
+                                        else (x[1].modified_ms, x[1].transaction_id) > cursor)]
+        # Up to 20 per page: 20 on a first page, 9 on later ones; a full page always says
+        # hasMore, so an exact multiple ends with an empty page (legal: "keep calling while hasMore").
+        size = 9 if cursor is not None else 20
+        page, rest = txns[:size], txns[size:]
+        last_key = (page[-1][1].modified_ms, page[-1][1].transaction_id) if page else (cursor or (0, "0"))
+        # Padding '=' kept and '-'/'_' used: a revision is an opaque string, to be sent back as is.
+        revision = base64.urlsafe_b64encode(f"indie-rev|{fhash}|{last_key[0]}|{last_key[1]}".encode()).decode()
+        body = {"hasMore": bool(rest) or len(page) == size, "revision": revision, "environment": self.environment,
+                "signedTransactions": [self.pki.sign_jws(self.world.transaction_payload(s, t)) for s, t in page],
+                "appAppleId": self.world.app_apple_id, "bundleId": self.world.bundle_id}
+        self.send(h, 200, body)
+
+    def transaction(self, h, tid: str):
+        sub = self.lookup(h, tid)
+        if sub is None:
+            return
+        t = next(t for t in sub.txns + sub.one_offs if t.transaction_id == tid)
+        self.send(h, 200, {"signedTransactionInfo": self.pki.sign_jws(self.world.transaction_payload(sub, t))})
+
+    def verify_receipt(self, h, raw: bytes):
+        try:
+            body = json.loads(raw)
+            receipt = body["receipt-data"]
+        except Exception:  # noqa: BLE001
+            return self.send(h, 200, {"status": 21002, "environment": self.environment})
+        subs = [s for s in self.world.subs.values() if s.receipt == receipt]
+        if not subs:
+            return self.send(h, 200, {"status": 21003, "environment": self.environment})
+        sub = subs[0]
+        if sub.environment != self.environment:
+            return self.send(h, 200, {"status": 21007 if sub.environment == "Sandbox" else 21008,
+                                      "environment": self.environment})
+        if body.get("password") != self.world.shared_secret:
+            return self.send(h, 200, {"status": 21004, "environment": self.environment})
+        mine = [s for s in self.customer_subs(sub) if s.receipt is not None]
+        exclude = body.get("exclude-old-transactions") is True
+        infos = []
+        for s in mine:
+            txns = [s.latest] if exclude else list(s.txns)
+            infos += [self.world.legacy_transaction(s, t) for t in txns]
+        self.world.rng.shuffle(infos)  # latest_receipt_info is unordered
+        pending = [p for p in (self.world.legacy_pending(s) for s in mine) if p is not None]
+        first = sub.txns[0]
+        response = {
+            "status": 0, "environment": self.environment,
+            "receipt": {"receipt_type": "Production" if self.environment == "Production" else "ProductionSandbox",
+                        "bundle_id": self.world.bundle_id, "application_version": "42", "adam_id": self.world.app_apple_id,
+                        "in_app": [self.world.legacy_transaction(sub, first)], "original_application_version": "1.0"},
+            "latest_receipt": base64.b64encode(f"indie-latest:{sub.otid}:{self.world.now_ms}".encode()).decode(),
+            "latest_receipt_info": infos, "pending_renewal_info": pending,
+        }
+        self.send(h, 200, response)
+
+    def control(self, h, method: str, path: str):
+        if method == "GET" and path == "/_indie/truth":
+            return self.send(h, 200, self.world.truth())
+        if method == "POST" and path.startswith("/_indie/clock/"):
+            self.world.advance(int(path.rsplit("/", 1)[1]))
+            return self.send(h, 200, {"now": self.world.now_ms})
+        return self.send(h, 404, {"errorCode": 4040000, "errorMessage": "Not found."})
+
+
+class Environments:
+    """PKI + key + one server per environment, sharing one world."""
+
+    def __init__(self, directory: str, world: World, log=None):
+        self.directory = directory
+        self.world = world
+        self.issuer_id = str(uuid.UUID(int=random.getrandbits(128)))
+        self.key_id = "INDIE" + "".join(random.choice("ABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(5))
+        self.pki = PKI(directory)
+        self.key = APIKey(directory, self.key_id, self.issuer_id, world.bundle_id)
+        # A look-alike chain (same OIDs, its own root) that churnwatch must not trust.
+        self.rogue = PKI(os.path.join(directory, "untrusted"))
+        self.production = AppStoreServer(world, self.key, self.pki, "Production", log=log).start()
+        self.sandbox = AppStoreServer(world, self.key, self.pki, "Sandbox", log=log, prefix="/sandbox-gw").start()
+
+        self.production.rogue = self.sandbox.rogue = self.rogue
+
+    def env(self) -> dict[str, str]:
+        """churnwatch's configuration: only design.md §4 variables."""
+        return {
+            "APPSTORE_ISSUER_ID": self.issuer_id, "APPSTORE_KEY_ID": self.key_id,
+            "APPSTORE_PRIVATE_KEY_PATH": self.key.path, "APPSTORE_BUNDLE_ID": self.world.bundle_id,
+            "APPSTORE_APP_APPLE_ID": str(self.world.app_apple_id), "APPSTORE_ENVIRONMENT": "Production",
+            # A trailing slash on one base URL, a path prefix on the other.
+            "APPSTORE_BASE_URL": self.production.url.replace("127.0.0.1", "localhost") + "/", "APPSTORE_SANDBOX_BASE_URL": self.sandbox.url,
+            # Both encodings of the same root, comma-separated.
+            "APPSTORE_ROOT_CERTS": self.pki.root_pem_path + "," + self.pki.root_der_path,
+            # design.md §6: the app's shared secret for the legacy verifyReceipt path.
+            "APPSTORE_SHARED_SECRET": self.world.shared_secret,
+        }
+
+    def stop(self):
+        self.production.stop()
+        self.sandbox.stop()
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--dir", required=True, help="where the root certificate and the .p8 key are written")
+    args = ap.parse_args(argv)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import check  # the scripted world
+    world, _ = check.build_world()
+    envs = Environments(args.dir, world, log=lambda l: print(l, file=sys.stderr))
+    with open(os.path.join(args.dir, "churnwatch.env"), "w") as f:
+        for k, v in envs.env().items():
+            f.write(f"{k}={v}\n")
+    print(f"production {envs.production.url}  sandbox {envs.sandbox.url}  env {args.dir}/churnwatch.env", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        envs.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
