@@ -131,3 +131,32 @@ public struct RenewalFacts: Sendable, Equatable, Hashable, Codable {
         try c.encodeIfPresent(environment, forKey: .environment)
     }
 }
+
+extension RenewalFacts {
+    /// What a legacy verifyReceipt answer means when its `pending_renewal_info` has no element
+    /// for a subscription that was in billing retry or grace at the previous poll and whose
+    /// period is now over without a renewal or a revocation.
+    ///
+    /// Apple removes the element when the customer cancels during billing trouble (retry stops
+    /// at once): the subscription expired because the customer chose to. That is what the App
+    /// Store Server API says of the same customer (expired, auto-renew off, `expirationIntent`
+    /// 1), and both paths must give the same segment, events and campaign. Later answers for the
+    /// same period keep lacking the element, so a previous poll that drew this conclusion for the
+    /// same transaction counts as well. Nil when the answer allows no such conclusion (no previous
+    /// state, or one that was neither billing trouble nor this conclusion).
+    public static func legacyCancelledDuringBillingTrouble(
+        previous: SubscriptionSnapshot?, transaction: TransactionFacts, asOf: Date
+    ) -> RenewalFacts? {
+        guard let previous, transaction.revocationDate == nil, let expires = transaction.expiresDate, expires <= asOf
+        else { return nil }
+        let concludedBefore = previous.state == .expired && previous.transactionId == transaction.transactionId
+            && previous.expirationIntent == .customerCancelled
+        guard previous.state.isBillingTrouble || concludedBefore else { return nil }
+        return RenewalFacts(
+            originalTransactionId: transaction.originalTransactionId,
+            autoRenewProductId: previous.autoRenewProductId ?? transaction.productId,
+            productId: transaction.productId, autoRenewStatus: AutoRenewStatus.off.rawValue,
+            isInBillingRetryPeriod: false, expirationIntent: ExpirationIntent.customerCancelled.rawValue,
+            environment: transaction.environment)
+    }
+}

@@ -134,6 +134,7 @@ public struct SubscriptionPoller: Sendable {
         }
         let pending = (result.response.pendingRenewalInfo ?? []).first { $0.originalTransactionId == otid }
             .map { RenewalFacts(legacy: $0, originalTransactionId: otid, environment: environment) }
+            ?? RenewalFacts.legacyCancelledDuringBillingTrouble(previous: item.snapshot, transaction: latest, asOf: asOf)
         let mine = all.filter { $0.originalTransactionId == otid }
         let snapshot = SubscriptionSnapshot(status: nil, transaction: latest, renewal: pending, history: mine, asOf: asOf)
         let records = (result.response.latestReceiptInfo ?? []).filter { $0.originalTransactionId == otid }.compactMap { t in

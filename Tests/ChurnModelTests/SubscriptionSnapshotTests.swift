@@ -63,6 +63,43 @@ struct SubscriptionSnapshotTests {
         #expect(fromLegacy.rawStatus == c.appleStatus)
     }
 
+    /// Apple removes a subscription from `pending_renewal_info` when its customer cancels during
+    /// grace or retry: seen after billing trouble, the legacy answer means what the Server API
+    /// says of the same customer (expired, intent 1), with the same segment and events.
+    @Test("a legacy answer without renewal info after billing trouble: the customer cancelled",
+          arguments: [Apple().billingFailed(grace: day(36)), Apple().billingFailed()])
+    func legacyCancelledDuringBillingTrouble(_ before: Apple) throws {
+        let previous = before.snapshot(at: day(31))
+        let jws = before.expired(intent: 1)
+        var legacyTransaction = jws.transaction
+        legacyTransaction.transactionReason = nil
+        let renewal = try #require(RenewalFacts.legacyCancelledDuringBillingTrouble(
+            previous: previous, transaction: legacyTransaction, asOf: day(33)))
+        let fromLegacy = SubscriptionSnapshot(status: nil, transaction: legacyTransaction, renewal: renewal, asOf: day(33))
+        let fromJWS = jws.with { $0.signedAt = day(33) }.snapshot(at: day(33))
+        #expect(fromLegacy.state == .expired && fromLegacy.expirationIntent == .customerCancelled)
+        #expect(SegmentClassifier.segment(for: fromLegacy, asOf: day(33)) == .churnedVoluntary)
+        let legacyEvents = ChangeDetector.events(previous: previous, current: fromLegacy, asOf: day(33)).events
+        let jwsEvents = ChangeDetector.events(previous: previous, current: fromJWS, asOf: day(33)).events
+        #expect(!legacyEvents.isEmpty)
+        #expect(legacyEvents.map(\.type) == jwsEvents.map(\.type) && legacyEvents.map(\.details) == jwsEvents.map(\.details))
+
+        // The next night's answer still has no element: the conclusion stands, nothing new happened.
+        let carried = RenewalFacts.legacyCancelledDuringBillingTrouble(previous: fromLegacy, transaction: legacyTransaction, asOf: day(34))
+        let nextNight = SubscriptionSnapshot(status: nil, transaction: legacyTransaction, renewal: carried, asOf: day(34))
+        #expect(SegmentClassifier.segment(for: nextNight, asOf: day(34)) == .churnedVoluntary)
+        #expect(ChangeDetector.events(previous: fromLegacy, current: nextNight, asOf: day(34)).events.isEmpty)
+    }
+
+    @Test("no renewal info concludes nothing without billing trouble before, or while the period runs")
+    func legacyMissingRenewalInfoOtherwise() {
+        let expired = Apple().expired(intent: nil).transaction
+        #expect(RenewalFacts.legacyCancelledDuringBillingTrouble(previous: nil, transaction: expired, asOf: day(33)) == nil)
+        #expect(RenewalFacts.legacyCancelledDuringBillingTrouble(previous: Apple().snapshot(at: day(20)), transaction: expired, asOf: day(33)) == nil)
+        let renewed = Apple().newPeriod(2, at: day(32)).transaction
+        #expect(RenewalFacts.legacyCancelledDuringBillingTrouble(previous: Apple().billingFailed().snapshot(at: day(31)), transaction: renewed, asOf: day(33)) == nil)
+    }
+
     @Test("a legacy transaction without expiry gets no invented status")
     func legacyWithoutExpiry() {
         var t = Apple().transaction
