@@ -81,8 +81,8 @@ struct BackfillCommand: AsyncParsableCommand {
     @Option(name: .customLong("nightly-share"), help: ArgumentHelp("The share of Apple's budget the backfill keeps to while a nightly run is active (default 0.2).", valueName: "fraction"))
     var nightlyShare = "0.2"
 
-    @Option(name: .customLong("concurrency"), help: "Apple requests in flight at once in this process.")
-    var concurrency = 32
+    @Option(name: .customLong("concurrency"), help: "Apple requests in flight at once in this process (default: $CHURNWATCH_CONCURRENCY, else 32).")
+    var concurrency: Int?
 
     @Option(name: .customLong("batch-size"), help: "Items claimed and committed together.")
     var batchSize = 32
@@ -120,7 +120,7 @@ struct BackfillCommand: AsyncParsableCommand {
                                          maxDuration: maxDuration, shutdownGrace: shutdownGrace)
             let config = try apple.configuration(logger: logger)
 
-            let workers = max(1, (concurrency + batchSize - 1) / batchSize)
+            let workers = max(1, (options.concurrency + batchSize - 1) / batchSize)
             let pool = PostgresPool(connectionString: url, size: workers + 2, logger: Logger(label: "churnwatch.postgres"))
             let store = ChurnStore(pool: pool, logger: logger)
             try await store.schemaCheck()
@@ -139,7 +139,7 @@ struct BackfillCommand: AsyncParsableCommand {
             }
             options.fullHistory = history
             options.params = try PostgresJSON(encoding: BackfillParams(cohort: cohort, fullHistory: history,
-                                                                       concurrency: concurrency, batchSize: batchSize))
+                                                                       concurrency: options.concurrency, batchSize: batchSize))
 
             let budgetLogger = logger
             let yield = BudgetYield(share: share, interval: 1, isActive: {

@@ -26,8 +26,8 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var windows: WindowOptions
     @OptionGroup var apple: AppleOptions
 
-    @Option(name: .customLong("concurrency"), help: "Apple requests in flight at once in this process.")
-    var concurrency = 32
+    @Option(name: .customLong("concurrency"), help: "Apple requests in flight at once in this process (default: $CHURNWATCH_CONCURRENCY, else 32).")
+    var concurrency: Int?
 
     @Option(name: .customLong("batch-size"), help: "Items claimed and committed together.")
     var batchSize = 32
@@ -66,7 +66,7 @@ struct RunCommand: AsyncParsableCommand {
             options.params = try PostgresJSON(encoding: RunParams(options: options))
             let config = try apple.configuration(logger: logger)
 
-            let workers = max(1, (concurrency + batchSize - 1) / batchSize)
+            let workers = max(1, (options.concurrency + batchSize - 1) / batchSize)
             let pool = PostgresPool(connectionString: url, size: workers + 2, logger: Logger(label: "churnwatch.postgres"))
             let store = ChurnStore(pool: pool, logger: logger)
             try await store.schemaCheck()
@@ -195,9 +195,20 @@ enum RunOutcomeReport {
 
 extension RunOptions {
     /// The worker flags `run` and `backfill` share, validated: one line naming the flag when wrong.
-    mutating func applyWorkerFlags(concurrency: Int, batchSize: Int, join: Bool, maxDuration: String?, shutdownGrace: String) throws {
-        guard concurrency > 0, batchSize > 0 else { throw CLIError.configuration("--concurrency and --batch-size must be positive") }
-        self.concurrency = concurrency
+    /// `concurrency` nil: `CHURNWATCH_CONCURRENCY`, else 32.
+    mutating func applyWorkerFlags(concurrency: Int?, batchSize: Int, join: Bool, maxDuration: String?, shutdownGrace: String,
+                                   environment env: [String: String] = ProcessInfo.processInfo.environment) throws {
+        var resolved = 32
+        if let concurrency {
+            resolved = concurrency
+        } else if let raw = env["CHURNWATCH_CONCURRENCY"]?.trimmingCharacters(in: .whitespaces), !raw.isEmpty {
+            guard let n = Int(raw), n > 0 else {
+                throw CLIError.configuration("CHURNWATCH_CONCURRENCY \"\(raw)\" is not a positive whole number")
+            }
+            resolved = n
+        }
+        guard resolved > 0, batchSize > 0 else { throw CLIError.configuration("--concurrency and --batch-size must be positive") }
+        self.concurrency = resolved
         self.batchSize = batchSize
         self.join = join
         if let maxDuration {

@@ -7,16 +7,16 @@ struct WindowOptions: ParsableArguments {
     @Option(name: .customLong("as-of"), help: ArgumentHelp("The moment the run is for, ISO 8601 (default: now).", valueName: "time"))
     var asOf: String?
 
-    @Option(name: .customLong("start-window"), help: ArgumentHelp("Poll periods that started within this long (default 3d).", valueName: "duration"))
+    @Option(name: .customLong("start-window"), help: ArgumentHelp("Poll periods that started within this long (default: $CHURNWATCH_START_WINDOW, else 3d).", valueName: "duration"))
     var startWindow: String?
 
-    @Option(name: .customLong("end-window"), help: ArgumentHelp("Poll periods that end within this long (default 3d).", valueName: "duration"))
+    @Option(name: .customLong("end-window"), help: ArgumentHelp("Poll periods that end within this long (default: $CHURNWATCH_END_WINDOW, else 3d).", valueName: "duration"))
     var endWindow: String?
 
-    @Option(name: .customLong("lapsed-window"), help: ArgumentHelp("Poll periods that ended within this long (default 3d).", valueName: "duration"))
+    @Option(name: .customLong("lapsed-window"), help: ArgumentHelp("Poll periods that ended within this long (default: $CHURNWATCH_LAPSED_WINDOW, else 3d).", valueName: "duration"))
     var lapsedWindow: String?
 
-    @Option(name: .customLong("stale-after"), help: ArgumentHelp("Poll anything not polled for this long (default 30d).", valueName: "duration"))
+    @Option(name: .customLong("stale-after"), help: ArgumentHelp("Poll anything not polled for this long (default: $CHURNWATCH_STALE_AFTER, else 30d).", valueName: "duration"))
     var staleAfter: String?
 
     func resolvedAsOf(now: Date = Date()) throws -> Date {
@@ -25,19 +25,23 @@ struct WindowOptions: ParsableArguments {
         throw CLIError.configuration("--as-of \"\(asOf)\" is not an ISO 8601 time (e.g. 2026-11-21T02:00:00Z)")
     }
 
-    func resolvedWindows() throws -> PlanWindows {
+    /// The windows: each flag, else its environment variable (design.md §4: every setting is
+    /// also an environment variable), else the default. A bad value is one line naming the flag
+    /// or variable it came from.
+    func resolvedWindows(environment env: [String: String] = ProcessInfo.processInfo.environment) throws -> PlanWindows {
         var w = PlanWindows()
-        func duration(_ flag: String, _ value: String?) throws -> TimeInterval? {
-            guard let value else { return nil }
-            guard let d = PlanWindows.parseDuration(value) else {
-                throw CLIError.configuration("\(flag) \"\(value)\" is not a duration (e.g. 3d, 12h, 90m)")
+        func duration(_ flag: String, _ variable: String, _ value: String?) throws -> TimeInterval? {
+            let fromEnv = env[variable].map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
+            guard let text = value ?? fromEnv else { return nil }
+            guard let d = PlanWindows.parseDuration(text) else {
+                throw CLIError.configuration("\(value != nil ? flag : variable) \"\(text)\" is not a duration (e.g. 3d, 12h, 90m)")
             }
             return d
         }
-        if let d = try duration("--start-window", startWindow) { w.start = d }
-        if let d = try duration("--end-window", endWindow) { w.end = d }
-        if let d = try duration("--lapsed-window", lapsedWindow) { w.lapsed = d }
-        if let d = try duration("--stale-after", staleAfter) { w.staleAfter = d }
+        if let d = try duration("--start-window", "CHURNWATCH_START_WINDOW", startWindow) { w.start = d }
+        if let d = try duration("--end-window", "CHURNWATCH_END_WINDOW", endWindow) { w.end = d }
+        if let d = try duration("--lapsed-window", "CHURNWATCH_LAPSED_WINDOW", lapsedWindow) { w.lapsed = d }
+        if let d = try duration("--stale-after", "CHURNWATCH_STALE_AFTER", staleAfter) { w.staleAfter = d }
         return w
     }
 
