@@ -5,7 +5,7 @@ import Logging
 
 /// Apple settings: environment variables (APPSTORE_*), with these flags overriding them.
 struct AppleOptions: ParsableArguments {
-    @Option(name: .customLong("appstore-base-url"), help: ArgumentHelp("Production API base URL (default: $APPSTORE_BASE_URL, else Apple's).", valueName: "url"))
+    @Option(name: .customLong("appstore-base-url"), help: ArgumentHelp("Production API base URL (default: $APPSTORE_BASE_URL, else the sandbox base URL when that is not Apple's, else Apple's).", valueName: "url"))
     var baseURL: String?
 
     @Option(name: .customLong("appstore-sandbox-base-url"), help: ArgumentHelp("Sandbox API base URL (default: $APPSTORE_SANDBOX_BASE_URL, else the production base URL when that is not Apple's, else Apple's sandbox).", valueName: "url"))

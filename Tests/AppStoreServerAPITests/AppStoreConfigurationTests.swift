@@ -86,7 +86,7 @@ struct AppStoreConfigurationTests {
         #expect(config.sharedSecret?.value == "s3cret" && "\(config.sharedSecret!)" == "<redacted>")
     }
 
-    @Test func aServerOfOurOwnServesSandboxCallsTooUnlessTheSandboxIsConfiguredApart() throws {
+    @Test func aServerOfOurOwnServesBothEnvironmentsUnlessTheOtherIsConfiguredApart() throws {
         let env = try environment(["APPSTORE_BASE_URL": "http://127.0.0.1:9000/prefix/"])
         let config = try AppStoreConfiguration.fromEnvironment(env)
         #expect(config.baseURL(for: .production).absoluteString == "http://127.0.0.1:9000/prefix")
@@ -97,6 +97,17 @@ struct AppStoreConfigurationTests {
             "APPSTORE_ENVIRONMENT": "Sandbox", "APPSTORE_APP_APPLE_ID": nil, "APPSTORE_BASE_URL": "https://appstore.test.internal",
         ]))
         #expect(sandboxOnly.baseURL(for: .sandbox).absoluteString == "https://appstore.test.internal")
+
+        let sandboxOverrideOnly = try AppStoreConfiguration.fromEnvironment(try environment([
+            "APPSTORE_ENVIRONMENT": "Sandbox", "APPSTORE_APP_APPLE_ID": nil, "APPSTORE_SANDBOX_BASE_URL": "http://127.0.0.1:9001",
+        ]))
+        #expect(sandboxOverrideOnly.baseURL(for: .production).absoluteString == "http://127.0.0.1:9001")
+        #expect(sandboxOverrideOnly.verifyReceiptURL(for: .production).absoluteString == "http://127.0.0.1:9001/verifyReceipt")
+
+        let appleSandboxOnly = try AppStoreConfiguration.fromEnvironment(try environment([
+            "APPSTORE_SANDBOX_BASE_URL": "https://api.storekit-sandbox.itunes.apple.com",
+        ]))
+        #expect(appleSandboxOnly.baseURL(for: .production).absoluteString == "https://api.storekit.apple.com")
     }
 
     @Test func applesOlderProductionHostPairsWithItsOwnSandboxHost() throws {

@@ -39,7 +39,8 @@ public struct AppStoreConfiguration: Sendable, CustomStringConvertible {
     public var appAppleId: Int64?
     /// `.production` or `.sandbox`: where calls go first and what payloads must say.
     public var environment: AppStoreEnvironment
-    /// Replaces `https://api.storekit.apple.com` and, for verifyReceipt, `https://buy.itunes.apple.com`.
+    /// Replaces `https://api.storekit.apple.com` and, for verifyReceipt, `https://buy.itunes.apple.com`;
+    /// when nil, ``baseURL(for:)`` may use a non-Apple `sandboxBaseURL`.
     public var productionBaseURL: URL?
     /// Replaces `https://api.storekit-sandbox.apple.com` and `https://sandbox.itunes.apple.com`;
     /// when nil, ``baseURL(for:)`` derives the sandbox host from `productionBaseURL`.
@@ -90,16 +91,19 @@ public struct AppStoreConfiguration: Sendable, CustomStringConvertible {
 
     /// The App Store Server API base URL for `environment`.
     ///
-    /// Sandbox without `sandboxBaseURL`: Apple's sandbox host when `productionBaseURL` is unset
-    /// or one of Apple's production hosts; otherwise `productionBaseURL` itself. A production
-    /// override that is not Apple's is another server implementing Apple's API (a simulator, a
-    /// test double, a proxy), and sandbox calls (sandbox subscriptions, the sandbox retry of an id
-    /// unknown in production, `APPSTORE_ENVIRONMENT=Sandbox`) must reach that server too, never
-    /// Apple's real sandbox behind the operator's back.
+    /// Each environment's override, else the other environment's override when that is not one
+    /// of Apple's hosts, else Apple's host (for Sandbox, the twin of an overridden Apple
+    /// production host). An override that is not Apple's is another server implementing Apple's
+    /// API (a simulator, a test double, a proxy): calls in the other environment (sandbox
+    /// subscriptions, the retry of an id unknown in one environment, rows registered in the
+    /// other) must reach that server too, never Apple's real hosts behind the operator's back.
     public func baseURL(for environment: AppStoreEnvironment) -> URL {
+        func isApple(_ url: URL) -> Bool { url.host.map { Self.appleAPIHosts.contains($0.lowercased()) } ?? false }
         switch environment {
         case .production, .xcode, .localTesting:  // the last two have no server: production's
-            return productionBaseURL ?? Self.defaultProductionBaseURL
+            if let productionBaseURL { return productionBaseURL }
+            if let sandboxBaseURL, !isApple(sandboxBaseURL) { return sandboxBaseURL }
+            return Self.defaultProductionBaseURL
         case .sandbox:
             if let sandboxBaseURL { return sandboxBaseURL }
             guard let productionBaseURL else { return Self.defaultSandboxBaseURL }
