@@ -15,7 +15,7 @@ struct BackfillTests {
 
     @Test("a cohort (product AND environment, or a list of ids) is polled exactly; --dry-run counts it and writes nothing; --full-history reads every history again")
     func cohorts() async throws {
-        let world = try await Harness.thread { try World.make(subscribers: 300, seed: 41) }
+        let world = try await World.make(subscribers: 300, seed: 41)
         defer { world.close() }
         let db = try world.connect()
         #expect(try await Harness.night(Self.start, sim: world.sim, env: world.env, extra: Self.fast).status == 0)
@@ -66,7 +66,7 @@ struct BackfillTests {
 
     @Test("one backfill at a time; a killed backfill is resumed by the same command; a backfill of another cohort is refused until then")
     func oneAtATimeAndResume() async throws {
-        let world = try await Harness.thread { try World.make(subscribers: 300, seed: 42, simFlags: ["--latency-ms", "20"]) }
+        let world = try await World.make(subscribers: 300, seed: 42, simFlags: ["--latency-ms", "20"])
         defer { world.close() }
         let db = try world.connect()
         #expect(try await Harness.night(Self.start, sim: world.sim, env: world.env, extra: Self.fast).status == 0)
@@ -79,10 +79,10 @@ struct BackfillTests {
         // All on one thread, so nothing waits for a cooperative thread while the backfill works.
         let (planned, second, nightly, ended) = try await Harness.thread { () throws -> (Bool, CLIRunner.Result, CLIRunner.Result, Harness.Ended) in
             let first = try RunningCLI(args, environment: env)
-            let planned = first.waitForStderr(containing: "planned backfill", timeout: 60)
-            let second = try CLIRunner.run(args, environment: env)
+            let planned = first.waitForStderrBlocking(containing: "planned backfill", timeout: 60)
+            let second = try CLIRunner.runBlocking(args, environment: env)
             // A nightly run is not blocked by a backfill (separate locks).
-            let nightly = try CLIRunner.run(nightlyArgs, environment: env)
+            let nightly = try CLIRunner.runBlocking(nightlyArgs, environment: env)
             _ = try Harness.waitUntil(timeout: 60) { try Harness.finished(db, run: 2) >= 20 || !first.process.isRunning }
             let ended = Harness.signalAndWait(first, SIGKILL)
             _ = try Harness.waitForNoAdvisoryLocks(world.db)
@@ -115,7 +115,7 @@ struct BackfillTests {
     @Test("a backfill and a nightly run at once stay within Apple's budget (no 429), and the backfill keeps to 20 % of it while the nightly run works")
     func sharesTheBudget() async throws {
         let rate = 20.0
-        let world = try await Harness.thread { try World.make(subscribers: 150, seed: 43, simFlags: ["--rate", "\(Int(rate))", "--receipt-share", "0", "--sandbox-share", "0"]) }
+        let world = try await World.make(subscribers: 150, seed: 43, simFlags: ["--rate", "\(Int(rate))", "--receipt-share", "0", "--sandbox-share", "0"])
         defer { world.close() }
         try world.sim.setClock(Self.iso(Self.start))
         let db = try world.connect()
@@ -124,7 +124,7 @@ struct BackfillTests {
         let (backfill, nightly) = try await Harness.thread { () throws -> (RunningCLI, RunningCLI) in
             let backfill = try RunningCLI(["backfill", "--all", "--as-of", Self.iso(Self.start), "--log-format", "json", "--concurrency", "8", "--batch-size", "4"] + rates,
                                           environment: env)
-            _ = backfill.waitForStderr(containing: "planned backfill", timeout: 60)
+            _ = backfill.waitForStderrBlocking(containing: "planned backfill", timeout: 60)
             let nightly = try RunningCLI(["run", "--as-of", Self.iso(Self.start), "--log-format", "json", "--concurrency", "8", "--batch-size", "4"] + rates,
                                          environment: env)
             return (backfill, nightly)
@@ -162,7 +162,7 @@ struct BackfillTests {
 
     @Test("bad configuration of each kind: exit 78 and one line naming it, before any work")
     func badConfiguration() async throws {
-        let sim = try await Harness.thread { try SimulatorProcess.start(subscribers: 10, seed: 44, start: Self.iso(Self.start)) }
+        let sim = try await SimulatorProcess.start(subscribers: 10, seed: 44, start: Self.iso(Self.start))
         defer { sim.stop() }
         var good = sim.environment
         // Nothing listens there: a check that reaches the database would fail with 69, not 78.

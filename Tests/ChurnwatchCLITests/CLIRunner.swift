@@ -28,8 +28,14 @@ struct CLIRunner {
     }
 
     /// Runs churnwatch with `arguments` and an environment that contains only `environment`
-    /// plus PATH, so nothing from the developer's shell leaks in.
-    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
+    /// plus PATH, so nothing from the developer's shell leaks in. The wait for the child runs on
+    /// a thread of its own (`OwnThread.run`), never on one of Swift Testing's cooperative threads.
+    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Result {
+        try await OwnThread.run { try runBlocking(arguments, environment: environment) }
+    }
+
+    /// `run` for code that is already on a thread of its own (inside `OwnThread.run`).
+    static func runBlocking(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
@@ -47,6 +53,19 @@ struct CLIRunner {
         return Result(status: process.terminationStatus,
                       stdout: String(decoding: outData, as: UTF8.self),
                       stderr: String(decoding: errData, as: UTF8.self))
+    }
+}
+
+/// Blocking work (a child process, a pipe, a semaphore, a poll of database state) on a thread of
+/// its own, so it never occupies one of Swift Testing's few cooperative threads: on two cores
+/// there are two, and a test blocked on one starves every async test in the process. It also
+/// keeps a wait and what must follow it (a kill, a stop) from being separated by a wait for a
+/// cooperative thread.
+enum OwnThread {
+    static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(with: Result { try body() }) }
+        }
     }
 }
 
@@ -121,8 +140,13 @@ final class RunningCLI: @unchecked Sendable {
     var stderr: String { lock.withLock { String(decoding: stderrData, as: UTF8.self) } }
     var stdout: String { lock.withLock { String(decoding: stdoutData, as: UTF8.self) } }
 
-    /// Waits (at most `timeout`) until stderr contains `text`; false if it never did.
-    func waitForStderr(containing text: String, timeout: TimeInterval) -> Bool {
+    /// Waits (at most `timeout`, on a thread of its own) until stderr contains `text`; false if it never did.
+    func waitForStderr(containing text: String, timeout: TimeInterval) async throws -> Bool {
+        try await OwnThread.run { self.waitForStderrBlocking(containing: text, timeout: timeout) }
+    }
+
+    /// `waitForStderr` for code already on a thread of its own.
+    func waitForStderrBlocking(containing text: String, timeout: TimeInterval) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
         while Date() < deadline {
             if stderr.contains(text) { return true }
@@ -134,8 +158,13 @@ final class RunningCLI: @unchecked Sendable {
 
     func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }
 
-    /// Waits for the exit and returns what it printed.
-    func wait() -> CLIRunner.Result {
+    /// Waits (on a thread of its own) for the exit and returns what it printed.
+    func wait() async throws -> CLIRunner.Result {
+        try await OwnThread.run { self.waitBlocking() }
+    }
+
+    /// `wait` for code already on a thread of its own.
+    func waitBlocking() -> CLIRunner.Result {
         process.waitUntilExit()
         out.fileHandleForReading.readabilityHandler = nil
         err.fileHandleForReading.readabilityHandler = nil

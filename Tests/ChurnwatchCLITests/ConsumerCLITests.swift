@@ -8,19 +8,19 @@ private struct MigratedScratch {
     let connection: PostgresConnection
     var env: [String: String] { ["DATABASE_URL": db.connectionURL] }
 
-    init() throws {
-        db = try ScratchDatabase.create()
-        let r = try CLIRunner.run(["migrate"], environment: ["DATABASE_URL": db.connectionURL])
-        guard r.status == 0 else { throw CLITestError("migrate failed: \(r.stderr)") }
-        connection = try PostgresConnection(connectionString: db.connectionURL)
+    static func make() async throws -> MigratedScratch {
+        let db = try ScratchDatabase.create()
+        let r = try await CLIRunner.run(["migrate"], environment: ["DATABASE_URL": db.connectionURL])
+        guard r.status == 0 else { db.drop(); throw CLITestError("migrate failed: \(r.stderr)") }
+        return MigratedScratch(db: db, connection: try PostgresConnection(connectionString: db.connectionURL))
     }
 }
 
 @Suite("churnwatch winback, status, segments (the binary)")
 struct ConsumerCLITests {
     @Test("winback claim prints JSON lines; ack exits 65 naming ids it could not ack; release gives entries back")
-    func winback() throws {
-        let s = try MigratedScratch()
+    func winback() async throws {
+        let s = try await MigratedScratch.make()
         defer { s.db.drop() }
         for (otid, hoursAgo) in [("7001", 3), ("7002", 2), ("7003", 1)] {
             try s.connection.execute("""
@@ -30,7 +30,7 @@ struct ConsumerCLITests {
                     '{wb.a,wb.b}', timestamptz '2026-11-21 02:00:00+00' - make_interval(hours => \(Int32(hoursAgo))), '2027-01-01 00:00:00+00')
                 """)
         }
-        let claim = try CLIRunner.run(["winback", "claim", "--campaign", "winback_offer", "--consumer", "mailer",
+        let claim = try await CLIRunner.run(["winback", "claim", "--campaign", "winback_offer", "--consumer", "mailer",
                                        "--limit", "2", "--lease", "10m", "--as-of", "2026-11-21T02:00:00Z"], environment: s.env)
         #expect(claim.status == 0, "\(claim.stderr)")
         let lines = claim.stdout.split(separator: "\n")
@@ -48,30 +48,30 @@ struct ConsumerCLITests {
         let ids = objects.compactMap { ($0["id"] as? NSNumber)?.int64Value }
         #expect(ids.count == 2)
 
-        let ack = try CLIRunner.run(["winback", "ack", "--consumer", "mailer", String(ids[0]), "424242"], environment: s.env)
+        let ack = try await CLIRunner.run(["winback", "ack", "--consumer", "mailer", String(ids[0]), "424242"], environment: s.env)
         #expect(ack.status == 65)
         #expect(ack.stdout.contains("acked 1"))
         #expect(ack.stderr.split(separator: "\n").count == 1)
         #expect(ack.stderr.contains("424242 (unknown)"), "\(ack.stderr)")
 
-        let release = try CLIRunner.run(["winback", "release", String(ids[1])], environment: s.env)
+        let release = try await CLIRunner.run(["winback", "release", String(ids[1])], environment: s.env)
         #expect(release.status == 0, "\(release.stderr)")
         #expect(release.stdout.contains("released 1"))
         let statuses = try s.connection.query("SELECT status FROM churnwatch.winback_queue ORDER BY not_before").map { try $0.decode(String.self, at: 0) }
         #expect(statuses == ["done", "pending", "pending"])
 
-        let badCampaign = try CLIRunner.run(["winback", "claim", "--campaign", "spam", "--consumer", "m"], environment: s.env)
+        let badCampaign = try await CLIRunner.run(["winback", "claim", "--campaign", "spam", "--consumer", "m"], environment: s.env)
         #expect(badCampaign.status == 78)
         #expect(badCampaign.stderr.split(separator: "\n").count == 1 && badCampaign.stderr.contains("save_offer"))
-        let badId = try CLIRunner.run(["winback", "ack", "12x"], environment: s.env)
+        let badId = try await CLIRunner.run(["winback", "ack", "12x"], environment: s.env)
         #expect(badId.status == 78 && badId.stderr.contains("\"12x\""))
     }
 
     @Test("status says so when there is no run, then shows a run as text and as one JSON object")
-    func status() throws {
-        let s = try MigratedScratch()
+    func status() async throws {
+        let s = try await MigratedScratch.make()
         defer { s.db.drop() }
-        let none = try CLIRunner.run(["status"], environment: s.env)
+        let none = try await CLIRunner.run(["status"], environment: s.env)
         #expect(none.status == 0, "\(none.stderr)")
         #expect(none.stdout == "no runs yet\n")
 
@@ -88,14 +88,14 @@ struct ConsumerCLITests {
             INSERT INTO churnwatch.run_workers (run_id, worker, started_at, seen_at, stats)
             VALUES (\(id), 'host:1', '2026-11-21 02:00:00+00', '2026-11-21 02:00:20+00', '{"calls": {"status": 30, "history": 10}}')
             """)
-        let text = try CLIRunner.run(["status", "--as-of", "2026-11-21T02:00:30Z"], environment: s.env)
+        let text = try await CLIRunner.run(["status", "--as-of", "2026-11-21T02:00:30Z"], environment: s.env)
         #expect(text.status == 0, "\(text.stderr)")
         #expect(text.stdout.contains("run \(id) (nightly, as of 2026-11-21T02:00:00Z): running"))
         #expect(text.stdout.contains("items: 2 of 4 finished (50.0%): 1 polled, 1 failed (not found 1)"))
         #expect(text.stdout.contains("Apple calls: 40 (history 10, status 30), 2.0/s over 20s of work"))
         #expect(text.stdout.contains("ETA: 20s at 0.1 items/s"))
 
-        let json = try CLIRunner.run(["status", String(id), "--json", "--as-of", "2026-11-21T02:00:30Z"], environment: s.env)
+        let json = try await CLIRunner.run(["status", String(id), "--json", "--as-of", "2026-11-21T02:00:30Z"], environment: s.env)
         #expect(json.status == 0, "\(json.stderr)")
         let object = try #require(JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
         let items = try #require(object["items"] as? [String: Any])
@@ -105,13 +105,13 @@ struct ConsumerCLITests {
         #expect(calls["total"] as? Int == 40 && calls["per_second"] as? Double == 2)
         #expect(object["eta_seconds"] as? Double == 20)
 
-        let missing = try CLIRunner.run(["status", "999"], environment: s.env)
+        let missing = try await CLIRunner.run(["status", "999"], environment: s.env)
         #expect(missing.status == 65 && missing.stderr == "churnwatch: no run 999\n")
     }
 
     @Test("segments --csv prints every segment with its change since the previous day")
-    func segmentsCSV() throws {
-        let s = try MigratedScratch()
+    func segmentsCSV() async throws {
+        let s = try await MigratedScratch.make()
         defer { s.db.drop() }
         try s.connection.execute("""
             INSERT INTO churnwatch.subscription_segments (original_transaction_id, product_id, segment, segment_since)
@@ -121,7 +121,7 @@ struct ConsumerCLITests {
             INSERT INTO churnwatch.segment_daily (day, segment, product_id, subscriptions)
             VALUES ('2026-11-20', 'active', 'pro', 5), ('2026-11-20', 'will_not_renew', 'pro', 1)
             """)
-        let r = try CLIRunner.run(["segments", "--csv", "--day", "2026-11-21"], environment: s.env)
+        let r = try await CLIRunner.run(["segments", "--csv", "--day", "2026-11-21"], environment: s.env)
         #expect(r.status == 0, "\(r.stderr)")
         let lines = r.stdout.split(separator: "\n").map(String.init)
         #expect(lines.first == "segment,subscriptions,change")
@@ -131,10 +131,10 @@ struct ConsumerCLITests {
         #expect(lines.contains("will_not_renew,1,0"))
         #expect(lines.last == "unknown,0,0")
 
-        let table = try CLIRunner.run(["segments", "--day", "2026-11-20"], environment: s.env)
+        let table = try await CLIRunner.run(["segments", "--day", "2026-11-20"], environment: s.env)
         #expect(table.status == 0)
         #expect(table.stdout.contains("no earlier day in segment_daily"))
-        let badDay = try CLIRunner.run(["segments", "--day", "yesterday"], environment: s.env)
+        let badDay = try await CLIRunner.run(["segments", "--day", "yesterday"], environment: s.env)
         #expect(badDay.status == 78 && badDay.stderr.split(separator: "\n").count == 1)
     }
 }

@@ -14,7 +14,7 @@ struct CrashRecoveryTests {
 
     @Test("kill -9 at 20 random moments of a night, each time resumed: the end state equals an uninterrupted night's")
     func killNineTwentyTimes() async throws {
-        let sim = try await Harness.thread { try SimulatorProcess.start(subscribers: 400, seed: 31, start: Self.iso(Self.start), extra: ["--latency-ms", "15"]) }
+        let sim = try await SimulatorProcess.start(subscribers: 400, seed: 31, start: Self.iso(Self.start), extra: ["--latency-ms", "15"])
         defer { sim.stop() }
         let reference = try await Harness.thread { try Harness.database(sim: sim) }
         defer { reference.db.drop() }
@@ -49,7 +49,7 @@ struct CrashRecoveryTests {
                 var reached = true
                 if dice == 1 {
                     moment = kill == 0 ? "after planning" : "after resuming"
-                    reached = process.waitForStderr(containing: kill == 0 ? "planned run" : "resuming run", timeout: 60)
+                    reached = process.waitForStderrBlocking(containing: kill == 0 ? "planned run" : "resuming run", timeout: 60)
                 } else if dice > 1 {
                     let spread = max(1, (due - before) / max(1, 21 - kill))
                     let target = before + 1 + Int(random % UInt64(spread))
@@ -82,7 +82,7 @@ struct CrashRecoveryTests {
     @Test("SIGTERM: in-flight work finishes within the grace and is committed (or given back when the grace runs out), exit 75 and the run is interrupted; a second signal exits at once; --max-duration ends a run the same way; the next run resumes and finishes")
     func gracefulShutdown() async throws {
         // Every answer takes 1.5 s, so a batch (status, then history) is in flight for about 3 s.
-        let world = try await Harness.thread { try NightlyRunEndToEndTests.World.make(subscribers: 48, seed: 32, simFlags: ["--latency-ms", "1500"]) }
+        let world = try await NightlyRunEndToEndTests.World.make(subscribers: 48, seed: 32, simFlags: ["--latency-ms", "1500"])
         defer { world.close() }
         try world.sim.setClock(Self.iso(Self.start))
         let db = try world.connect()
@@ -131,7 +131,7 @@ struct CrashRecoveryTests {
         // 3. A second signal exits at once, without waiting for the in-flight answers.
         let impatient = try await claimsThen { p, _ in
             p.signal(SIGTERM)
-            _ = p.waitForStderr(containing: "finishing in-flight work", timeout: 30)
+            _ = p.waitForStderrBlocking(containing: "finishing in-flight work", timeout: 30)
             return Harness.signalAndWait(p, SIGTERM)
         }
         #expect(impatient.ended.result.status == 75)
@@ -158,7 +158,7 @@ struct CrashRecoveryTests {
 
     @Test("PostgreSQL stopped and started again mid-run, and the run's connections terminated twice: the run waits, reconnects and finishes like an uninterrupted one")
     func postgresGoesAway() async throws {
-        let sim = try await Harness.thread { try SimulatorProcess.start(subscribers: 300, seed: 33, start: Self.iso(Self.start), extra: ["--latency-ms", "10"]) }
+        let sim = try await SimulatorProcess.start(subscribers: 300, seed: 33, start: Self.iso(Self.start), extra: ["--latency-ms", "10"])
         defer { sim.stop() }
         let reference = try await Harness.thread { try Harness.database(sim: sim) }
         defer { reference.db.drop() }
@@ -180,9 +180,9 @@ struct CrashRecoveryTests {
             let run = try RunningCLI(args, environment: env)
             _ = try Harness.waitUntil(timeout: 60) { try Harness.finished(db) >= 60 || !run.process.isRunning }
             try cluster.stop()
-            let noticed = run.waitForStderr(containing: "PostgreSQL unavailable: retrying", timeout: 60)
+            let noticed = run.waitForStderrBlocking(containing: "PostgreSQL unavailable: retrying", timeout: 60)
             try cluster.startAgain()
-            var result = run.wait()
+            var result = run.waitBlocking()
             if !noticed { result.stderr += "\n(test: the run never said PostgreSQL was unavailable)" }
             return result
         }
@@ -208,7 +208,7 @@ struct CrashRecoveryTests {
                     WHERE datname = \(name) AND pid <> pg_backend_pid()
                     """)[0].decode(Int.self, at: 0)
             }
-            return (victim.wait(), cuts)
+            return (victim.waitBlocking(), cuts)
         }
         #expect(victimResult.status == 0, "\(victimResult.stderr.suffix(500))")
         #expect(victimResult.stdout.contains("run 1 done: 300 due, 300 polled, 0 failed"))
@@ -219,7 +219,7 @@ struct CrashRecoveryTests {
     @Test("Apple down mid-run for longer than the retry budget: exit 75; with the simulator back at the same address the next run resumes and finishes like an uninterrupted one")
     func appleGoesAway() async throws {
         let flags = ["--latency-ms", "10"]
-        let first = try await Harness.thread { try SimulatorProcess.start(subscribers: 300, seed: 34, start: Self.iso(Self.start), extra: flags) }
+        let first = try await SimulatorProcess.start(subscribers: 300, seed: 34, start: Self.iso(Self.start), extra: flags)
         var firstStopped = false
         defer { if !firstStopped { first.stop() } }
         let reference = try await Harness.thread { try Harness.database(sim: first) }
@@ -242,7 +242,7 @@ struct CrashRecoveryTests {
                 try db.query("SELECT count(*) FROM churnwatch.run_items WHERE status = 'done'")[0].decode(Int.self, at: 0) >= 60 || !run.process.isRunning
             }
             first.stop(keepingFiles: true)
-            return run.wait()
+            return run.waitBlocking()
         }
         firstStopped = true
         #expect(result.status == 75, "\(result.stderr.suffix(500))")
@@ -254,7 +254,7 @@ struct CrashRecoveryTests {
         // The simulator comes back at the same address with the same keys and population.
         let directory = first.directory
         let second = try await Harness.thread {
-            try SimulatorProcess.start(subscribers: 300, seed: 34, start: Self.iso(Self.start), extra: flags, ports: ports, directory: directory)
+            try SimulatorProcess.startBlocking(subscribers: 300, seed: 34, start: Self.iso(Self.start), extra: flags, ports: ports, directory: directory)
         }
         defer { second.stop() }
         try second.setClock(Self.iso(Self.start))
@@ -278,9 +278,9 @@ enum Harness {
         var env = sim.environment
         env["DATABASE_URL"] = db.connectionURL
         do {
-            let migrate = try CLIRunner.run(["migrate"], environment: env)
+            let migrate = try CLIRunner.runBlocking(["migrate"], environment: env)
             guard migrate.status == 0 else { throw CLITestError("migrate failed: \(migrate.stderr)") }
-            let imported = try CLIRunner.run(["import", sim.subscriptionsCSV.path], environment: env)
+            let imported = try CLIRunner.runBlocking(["import", sim.subscriptionsCSV.path], environment: env)
             guard imported.status == 0 else { throw CLITestError("import failed: \(imported.stderr)") }
         } catch {
             db.drop()
@@ -313,28 +313,23 @@ enum Harness {
     static func night(_ asOf: Date, sim: SimulatorProcess, env: [String: String], extra: [String] = []) async throws -> CLIRunner.Result {
         try await thread {
             try sim.setClock(NightlyRunEndToEndTests.iso(asOf))
-            return try CLIRunner.run(["run", "--as-of", NightlyRunEndToEndTests.iso(asOf), "--log-format", "json"] + extra, environment: env)
+            return try CLIRunner.runBlocking(["run", "--as-of", NightlyRunEndToEndTests.iso(asOf), "--log-format", "json"] + extra, environment: env)
         }
     }
 
-    /// Runs blocking work (a process, a pipe, a semaphore) on a thread of its own, so it never
-    /// occupies one of Swift Testing's few cooperative threads (tests that measure time in
-    /// other suites would be starved), and so that a wait and what must follow it (a kill, a
-    /// stop) are never separated by a wait for a cooperative thread.
+    /// Blocking work on a thread of its own (see `OwnThread`).
     static func thread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread { continuation.resume(with: Result { try body() }) }.start()
-        }
+        try await OwnThread.run(body)
     }
 
     /// `churnwatch ARGS` to its exit.
     static func cli(_ arguments: [String], _ environment: [String: String]) async throws -> CLIRunner.Result {
-        try await thread { try CLIRunner.run(arguments, environment: environment) }
+        try await CLIRunner.run(arguments, environment: environment)
     }
 
     /// Waits for a background churnwatch to exit.
     static func exit(_ process: RunningCLI) async throws -> CLIRunner.Result {
-        try await thread { process.wait() }
+        try await process.wait()
     }
 
     /// Checks `condition` until it holds or `timeout` passes (waiting on database state or a
@@ -383,7 +378,7 @@ enum Harness {
     static func signalAndWait(_ process: RunningCLI, _ sig: Int32) -> Ended {
         let sent = Date()
         process.signal(sig)
-        let result = process.wait()
+        let result = process.waitBlocking()
         return Ended(result: result, bySignal: process.process.terminationReason == .uncaughtSignal, afterSignal: Date().timeIntervalSince(sent))
     }
 

@@ -32,7 +32,7 @@ struct DemoSmokeTests {
     }
 
     @Test("300 subscribers, 2 nights: exits 0, shows each night's segments and events, the summary, the win-back queue and the explore commands, and stops the simulator")
-    func smallDemo() throws {
+    func smallDemo() async throws {
         let demoDir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-demo-\(UUID().uuidString.prefix(8))")
         let pgDir = demoDir.appendingPathComponent("pg").path
         defer {
@@ -61,11 +61,15 @@ struct DemoSmokeTests {
         process.standardError = err
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        let errData = ReadAll(err.fileHandleForReading)
-        let outData = out.fileHandleForReading.readDataToEndOfFile()
-        let status = Self.waitForExit(process.processIdentifier)
-        let stdout = String(decoding: outData, as: UTF8.self)
-        let stderr = String(decoding: errData.wait(), as: UTF8.self)
+        let pid = process.processIdentifier
+        let errHandle = err.fileHandleForReading, outHandle = out.fileHandleForReading
+        // The demo takes a while: wait for it on a thread of its own (see `OwnThread`).
+        let (status, stdout, stderr) = try await OwnThread.run { () -> (Int32, String, String) in
+            let errData = ReadAll(errHandle)
+            let outData = outHandle.readDataToEndOfFile()
+            let status = Self.waitForExit(pid)
+            return (status, String(decoding: outData, as: UTF8.self), String(decoding: errData.wait(), as: UTF8.self))
+        }
 
         #expect(status == 0, "stdout:\n\(stdout.suffix(2000))\nstderr:\n\(stderr.suffix(1500))")
         for expected in ["night 1 of 2: 2026-10-01T02:00:00Z", "night 2 of 2: 2026-10-02T02:00:00Z",

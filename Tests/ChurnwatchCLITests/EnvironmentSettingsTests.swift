@@ -5,40 +5,40 @@ import Testing
 @Suite("windows and concurrency from the environment (the binary)")
 struct EnvironmentSettingsTests {
     @Test("plan takes each window from its CHURNWATCH_ variable unless the flag says otherwise")
-    func windowsFromTheEnvironment() throws {
+    func windowsFromTheEnvironment() async throws {
         let db = try ScratchDatabase.create()
         defer { db.drop() }
         let env = ["DATABASE_URL": db.connectionURL]
-        let migrate = try CLIRunner.run(["migrate"], environment: env)
+        let migrate = try await CLIRunner.run(["migrate"], environment: env)
         #expect(migrate.status == 0, "\(migrate.stderr)")
 
-        let plan = try CLIRunner.run(["plan", "--as-of", "2026-11-01T02:00:00Z", "--end-window", "2d"], environment: env.merging([
+        let plan = try await CLIRunner.run(["plan", "--as-of", "2026-11-01T02:00:00Z", "--end-window", "2d"], environment: env.merging([
             "CHURNWATCH_START_WINDOW": "12h", "CHURNWATCH_END_WINDOW": "9d", "CHURNWATCH_LAPSED_WINDOW": "5d",
             "CHURNWATCH_STALE_AFTER": "7d",
         ]) { _, new in new })
         #expect(plan.status == 0, "\(plan.stderr)")
         #expect(plan.stdout.contains("(start window 12h, end window 2d, lapsed window 5d, stale after 7d)"), "\(plan.stdout)")
 
-        let defaults = try CLIRunner.run(["plan", "--as-of", "2026-11-01T02:00:00Z"], environment: env)
+        let defaults = try await CLIRunner.run(["plan", "--as-of", "2026-11-01T02:00:00Z"], environment: env)
         #expect(defaults.stdout.contains("(start window 3d, end window 3d, lapsed window 3d, stale after 30d)"), "\(defaults.stdout)")
     }
 
     @Test("a bad window or concurrency in the environment exits 78 in one line naming the variable")
-    func badValuesNameTheVariable() throws {
+    func badValuesNameTheVariable() async throws {
         // Both are rejected before any connection is made.
         let env = ["DATABASE_URL": "postgresql://postgres@127.0.0.1:1/x"]
-        let window = try CLIRunner.run(["plan"], environment: env.merging(["CHURNWATCH_STALE_AFTER": "often"]) { _, new in new })
+        let window = try await CLIRunner.run(["plan"], environment: env.merging(["CHURNWATCH_STALE_AFTER": "often"]) { _, new in new })
         #expect(window.status == 78)
         #expect(window.stderr.contains("CHURNWATCH_STALE_AFTER \"often\""), "\(window.stderr)")
         #expect(window.stderr.split(separator: "\n").count == 1)
 
-        let concurrency = try CLIRunner.run(["run"], environment: env.merging(["CHURNWATCH_CONCURRENCY": "-4"]) { _, new in new })
+        let concurrency = try await CLIRunner.run(["run"], environment: env.merging(["CHURNWATCH_CONCURRENCY": "-4"]) { _, new in new })
         #expect(concurrency.status == 78)
         #expect(concurrency.stderr.contains("CHURNWATCH_CONCURRENCY \"-4\""), "\(concurrency.stderr)")
         #expect(concurrency.stderr.split(separator: "\n").count == 1)
 
         // The flag wins over the variable: a good flag hides a bad variable.
-        let flag = try CLIRunner.run(["run", "--concurrency", "8"], environment: env.merging(["CHURNWATCH_CONCURRENCY": "-4"]) { _, new in new })
+        let flag = try await CLIRunner.run(["run", "--concurrency", "8"], environment: env.merging(["CHURNWATCH_CONCURRENCY": "-4"]) { _, new in new })
         #expect(!flag.stderr.contains("CHURNWATCH_CONCURRENCY"), "\(flag.stderr)")
     }
 }

@@ -19,11 +19,7 @@ struct IndependentServerTests {
     /// Runs a process to its end on a thread of its own: the check takes ~25 s, and a blocked
     /// cooperative thread (there are only as many as cores) would starve other suites' async tests.
     static func run(_ arguments: [String]) async throws -> (status: Int32, output: String) {
-        try await withCheckedThrowingContinuation { continuation in
-            Thread.detachNewThread {
-                continuation.resume(with: Result { try runBlocking(arguments) })
-            }
-        }
+        try await OwnThread.run { try runBlocking(arguments) }
     }
 
     private static func runBlocking(_ arguments: [String]) throws -> (status: Int32, output: String) {

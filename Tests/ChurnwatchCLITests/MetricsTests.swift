@@ -24,8 +24,8 @@ struct MetricsTests {
     }
 
     @Test("a finished night writes a strict Prometheus exposition whose figures match the database; the file is replaced by rename, never rewritten in place")
-    func finishedRun() throws {
-        let world = try World.make(subscribers: 300, seed: 31)
+    func finishedRun() async throws {
+        let world = try await World.make(subscribers: 300, seed: 31)
         defer { world.close() }
         let db = try world.connect()
         let dir = try Self.temporaryDirectory()
@@ -40,9 +40,9 @@ struct MetricsTests {
         let oldInode = try Self.inode(path)
 
         let before = Date()
-        #expect(try world.night(Self.start, extra: Self.fast + ["--metrics-file", path]).status == 0)
+        await #expect(try world.night(Self.start, extra: Self.fast + ["--metrics-file", path]).status == 0)
         let night2 = Self.start.addingTimeInterval(Self.day)
-        let r = try world.night(night2, extra: Self.fast + ["--metrics-file", path])
+        let r = try await world.night(night2, extra: Self.fast + ["--metrics-file", path])
         let after = Date()
         #expect(r.status == 0, "\(r.stderr.suffix(400))")
 
@@ -100,14 +100,14 @@ struct MetricsTests {
     }
 
     @Test("a run stopped by its time budget exits 75, says so in the metrics and keeps the last success time of the finished run before it")
-    func resumableRunKeepsLastSuccess() throws {
-        let world = try World.make(subscribers: 300, seed: 32)
+    func resumableRunKeepsLastSuccess() async throws {
+        let world = try await World.make(subscribers: 300, seed: 32)
         defer { world.close() }
         let dir = try Self.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         let path = dir.appendingPathComponent("churnwatch.prom").path
 
-        #expect(try world.night(Self.start, extra: Self.fast + ["--metrics-file", path]).status == 0)
+        await #expect(try world.night(Self.start, extra: Self.fast + ["--metrics-file", path]).status == 0)
         let first = try PrometheusText.parse(try String(contentsOfFile: path, encoding: .utf8))
         let lastSuccess = try #require(first.value("churnwatch_last_success_timestamp_seconds"))
         let firstText = try String(contentsOfFile: path, encoding: .utf8)
@@ -117,7 +117,7 @@ struct MetricsTests {
 
         // Everything is due again (stale after a minute) at 5 calls/s: the 1 s budget runs out.
         let night2 = Self.start.addingTimeInterval(Self.day)
-        let r = try world.night(night2, extra: ["--stale-after", "1m", "--status-rate", "5", "--history-rate", "5",
+        let r = try await world.night(night2, extra: ["--stale-after", "1m", "--status-rate", "5", "--history-rate", "5",
                                                 "--max-duration", "1s", "--metrics-file", path])
         #expect(r.status == 75, "\(r.stdout) \(r.stderr.suffix(400))")
         #expect(r.stderr.contains("resumable: run 2"), "\(r.stderr.suffix(400))")
@@ -133,19 +133,19 @@ struct MetricsTests {
     }
 
     @Test("a metrics file in a directory that does not exist is bad configuration (78), named before any work")
-    func unwritableDirectory() throws {
-        let r = try CLIRunner.run(["run", "--metrics-file", "/nonexistent-\(UUID().uuidString.prefix(6))/churnwatch.prom"],
+    func unwritableDirectory() async throws {
+        let r = try await CLIRunner.run(["run", "--metrics-file", "/nonexistent-\(UUID().uuidString.prefix(6))/churnwatch.prom"],
                                   environment: ["DATABASE_URL": "postgresql://127.0.0.1:1/none"])
         #expect(r.status == 78, "\(r.stderr)")
         #expect(r.stderr.contains("--metrics-file"), "\(r.stderr)")
     }
 
     @Test("without a terminal: progress log lines every interval with counts and rates, a closing summary with durations, and no secrets")
-    func progressLogLines() throws {
-        let world = try World.make(subscribers: 300, seed: 33)
+    func progressLogLines() async throws {
+        let world = try await World.make(subscribers: 300, seed: 33)
         defer { world.close() }
         // About 300 status and 300 history calls at 150/s: two seconds or more of work.
-        let r = try world.night(Self.start, extra: ["--status-rate", "150", "--history-rate", "150", "--progress-interval", "0.5s"])
+        let r = try await world.night(Self.start, extra: ["--status-rate", "150", "--history-rate", "150", "--progress-interval", "0.5s"])
         #expect(r.status == 0, "\(r.stderr.suffix(400))")
         var progress: [[String: String]] = []
         var summary: [String: String]?
@@ -179,12 +179,12 @@ struct MetricsTests {
     }
 
     @Test("on a terminal: one progress line redrawn in place with done/total, rates and ETA")
-    func terminalProgressLine() throws {
+    func terminalProgressLine() async throws {
         guard FileManager.default.isExecutableFile(atPath: "/usr/bin/script") else {
             Issue.record("util-linux script(1) is needed to give churnwatch a terminal")
             return
         }
-        let world = try World.make(subscribers: 200, seed: 34)
+        let world = try await World.make(subscribers: 200, seed: 34)
         defer { world.close() }
         try world.sim.setClock(Self.iso(Self.start))
         let command = ([CLIRunner.binary.path, "run", "--as-of", Self.iso(Self.start), "--status-rate", "150", "--history-rate", "150",

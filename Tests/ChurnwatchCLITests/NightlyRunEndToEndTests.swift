@@ -24,17 +24,17 @@ struct NightlyRunEndToEndTests {
         /// - Parameter populationLead: how long before the first night the simulated customers'
         ///   lives begin (the simulator schedules price increases from its day 35 and takes a
         ///   product off sale on day 21).
-        static func make(subscribers: Int, seed: Int, simFlags: [String] = [], populationLead: TimeInterval = 0) throws -> World {
-            let sim = try SimulatorProcess.start(subscribers: subscribers, seed: seed,
+        static func make(subscribers: Int, seed: Int, simFlags: [String] = [], populationLead: TimeInterval = 0) async throws -> World {
+            let sim = try await SimulatorProcess.start(subscribers: subscribers, seed: seed,
                                                  start: NightlyRunEndToEndTests.iso(start.addingTimeInterval(-populationLead)), extra: simFlags)
             let db: ScratchDatabase
             do { db = try ScratchDatabase.create() } catch { sim.stop(); throw error }
             var env = sim.environment
             env["DATABASE_URL"] = db.connectionURL
             let world = World(sim: sim, db: db, env: env)
-            let migrate = try CLIRunner.run(["migrate"], environment: env)
+            let migrate = try await CLIRunner.run(["migrate"], environment: env)
             guard migrate.status == 0 else { world.close(); throw CLITestError("migrate failed: \(migrate.stderr)") }
-            let imported = try CLIRunner.run(["import", sim.subscriptionsCSV.path], environment: env)
+            let imported = try await CLIRunner.run(["import", sim.subscriptionsCSV.path], environment: env)
             guard imported.status == 0 else { world.close(); throw CLITestError("import failed: \(imported.stderr)") }
             return world
         }
@@ -49,9 +49,9 @@ struct NightlyRunEndToEndTests {
         }
 
         /// `churnwatch run` for one simulated night (the simulator's clock set to it first).
-        func night(_ asOf: Date, extra: [String] = []) throws -> CLIRunner.Result {
+        func night(_ asOf: Date, extra: [String] = []) async throws -> CLIRunner.Result {
             try sim.setClock(NightlyRunEndToEndTests.iso(asOf))
-            return try CLIRunner.run(["run", "--as-of", NightlyRunEndToEndTests.iso(asOf), "--log-format", "json"] + extra, environment: env)
+            return try await CLIRunner.run(["run", "--as-of", NightlyRunEndToEndTests.iso(asOf), "--log-format", "json"] + extra, environment: env)
         }
     }
 
@@ -82,8 +82,8 @@ struct NightlyRunEndToEndTests {
     }
 
     @Test("14 nights, 2,000 subscribers: events are true (precision 100 %), observable changes are found (recall 100 %), segments match the truth, win-back entries follow the campaign table")
-    func fourteenNights() throws {
-        let world = try World.make(subscribers: 2000, seed: 11, populationLead: 45 * Self.day)
+    func fourteenNights() async throws {
+        let world = try await World.make(subscribers: 2000, seed: 11, populationLead: 45 * Self.day)
         defer { world.close() }
         let db = try world.connect()
         let allTruth = try world.sim.events(from: Self.iso(Self.start.addingTimeInterval(-800 * Self.day)), to: Self.iso(Self.start.addingTimeInterval(15 * Self.day)))
@@ -100,7 +100,7 @@ struct NightlyRunEndToEndTests {
 
         for night in 0..<14 {
             let asOf = Self.start.addingTimeInterval(Double(night) * Self.day)
-            let r = try world.night(asOf, extra: ["--status-rate", "5000", "--history-rate", "5000", "--concurrency", "32"])
+            let r = try await world.night(asOf, extra: ["--status-rate", "5000", "--history-rate", "5000", "--concurrency", "32"])
             #expect(r.status == 0, "night \(night): \(r.stderr.suffix(500))")
             #expect(r.stdout.contains("done:"), "night \(night): \(r.stdout)")
             let runId = try db.query("SELECT max(id) FROM churnwatch.runs")[0].decode(Int64.self, at: 0)

@@ -24,49 +24,50 @@ struct RunBehaviourTests {
     }
 
     @Test("re-running a night changes nothing")
-    func rerunIsNoop() throws {
-        let world = try World.make(subscribers: 400, seed: 21)
+    func rerunIsNoop() async throws {
+        let world = try await World.make(subscribers: 400, seed: 21)
         defer { world.close() }
         let db = try world.connect()
-        #expect(try world.night(Self.start, extra: Self.fast).status == 0)
+        await #expect(try world.night(Self.start, extra: Self.fast).status == 0)
         let night1 = Self.start.addingTimeInterval(Self.day)
-        #expect(try world.night(night1, extra: Self.fast).status == 0)
+        await #expect(try world.night(night1, extra: Self.fast).status == 0)
         let before = try Self.fingerprint(db)
-        let again = try world.night(night1, extra: Self.fast)
+        let again = try await world.night(night1, extra: Self.fast)
         #expect(again.status == 0, "\(again.stderr.suffix(300))")
         #expect(try Self.fingerprint(db) == before)
     }
 
     @Test("two runs at once: one works, the other exits 0 saying another run is in progress")
-    func concurrentRuns() throws {
-        let world = try World.make(subscribers: 400, seed: 22, simFlags: ["--latency-ms", "20"])
+    func concurrentRuns() async throws {
+        let world = try await World.make(subscribers: 400, seed: 22, simFlags: ["--latency-ms", "20"])
         defer { world.close() }
         try world.sim.setClock(Self.iso(Self.start))
         let args = ["run", "--as-of", Self.iso(Self.start), "--log-format", "json", "--status-rate", "100", "--history-rate", "100"]
         let first = try RunningCLI(args, environment: world.env)
-        #expect(first.waitForStderr(containing: "planned run", timeout: 120), "\(first.stderr.suffix(300))")
-        let second = try CLIRunner.run(args, environment: world.env)
+        #expect(try await first.waitForStderr(containing: "planned run", timeout: 120), "\(first.stderr.suffix(300))")
+        let second = try await CLIRunner.run(args, environment: world.env)
         #expect(second.status == 0)
         #expect(second.stdout.contains("another run is in progress: run 1"), "\(second.stdout) \(second.stderr)")
-        let done = first.wait()
+        let done = try await first.wait()
         #expect(done.status == 0, "\(done.stderr.suffix(300))")
         #expect(done.stdout.contains("run 1 done: 400 due, 400 polled"), "\(done.stdout)")
     }
 
     @Test("three processes work one run within one budget and finish every item once")
-    func threeProcessesShareTheBudget() throws {
+    func threeProcessesShareTheBudget() async throws {
         let rate = 40.0
-        let world = try World.make(subscribers: 300, seed: 23, simFlags: ["--rate", "\(Int(rate))", "--receipt-share", "0", "--sandbox-share", "0"])
+        let world = try await World.make(subscribers: 300, seed: 23, simFlags: ["--rate", "\(Int(rate))", "--receipt-share", "0", "--sandbox-share", "0"])
         defer { world.close() }
         try world.sim.setClock(Self.iso(Self.start))
         let rates = ["--status-rate", "\(rate)", "--history-rate", "\(rate)"]
         let started = Date()
         let owner = try RunningCLI(["run", "--as-of", Self.iso(Self.start), "--log-format", "json", "--concurrency", "8", "--batch-size", "4"] + rates, environment: world.env)
-        #expect(owner.waitForStderr(containing: "planned run", timeout: 120))
+        #expect(try await owner.waitForStderr(containing: "planned run", timeout: 120))
         let helpers = try (0..<2).map { _ in
             try RunningCLI(["run", "--join", "--log-format", "json", "--concurrency", "8", "--batch-size", "4"] + rates, environment: world.env)
         }
-        let results = [owner.wait()] + helpers.map { $0.wait() }
+        var results = [try await owner.wait()]
+        for helper in helpers { results.append(try await helper.wait()) }
         let elapsed = Date().timeIntervalSince(started)
         for r in results { #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(300))") }
         let db = try world.connect()
@@ -86,13 +87,13 @@ struct RunBehaviourTests {
     }
 
     @Test("rogue, truncated and foreign payloads are quarantined and change nothing; 5 % 500s and a tight limit still poll every other item")
-    func faults() throws {
-        let world = try World.make(subscribers: 400, seed: 24, simFlags: [
+    func faults() async throws {
+        let world = try await World.make(subscribers: 400, seed: 24, simFlags: [
             "--fault-rate", "0.08", "--error-rate", "0.05", "--rate", "150",
         ])
         defer { world.close() }
         let db = try world.connect()
-        let r = try world.night(Self.start, extra: ["--status-rate", "150", "--history-rate", "150"])
+        let r = try await world.night(Self.start, extra: ["--status-rate", "150", "--history-rate", "150"])
         #expect(r.status == 0, "\(r.stderr.suffix(500))")
         let truth = try world.sim.truth(at: Self.iso(Self.start))
         let rejectedFaults: Set<String> = ["rogue_chain", "truncated_jws", "foreign_bundle"]
@@ -118,11 +119,11 @@ struct RunBehaviourTests {
     }
 
     @Test("windows: a yearly subscriber far from renewal is not polled again; an at-risk one is polled every night")
-    func windows() throws {
-        let world = try World.make(subscribers: 600, seed: 25, simFlags: ["--receipt-share", "0"])
+    func windows() async throws {
+        let world = try await World.make(subscribers: 600, seed: 25, simFlags: ["--receipt-share", "0"])
         defer { world.close() }
         let db = try world.connect()
-        #expect(try world.night(Self.start, extra: Self.fast).status == 0)
+        await #expect(try world.night(Self.start, extra: Self.fast).status == 0)
         let far = try db.query("""
             SELECT original_transaction_id FROM churnwatch.subscriptions
             WHERE state = 'active' AND auto_renew AND product_id = auto_renew_product_id AND price_increase_status IS DISTINCT FROM 0
@@ -134,7 +135,7 @@ struct RunBehaviourTests {
             """).map { try $0.decode(String.self, at: 0) }
         #expect(!far.isEmpty && !atRisk.isEmpty, "population should have both kinds (far \(far.count), at risk \(atRisk.count))")
         for night in 1...3 {
-            #expect(try world.night(Self.start.addingTimeInterval(Double(night) * Self.day), extra: Self.fast).status == 0)
+            await #expect(try world.night(Self.start.addingTimeInterval(Double(night) * Self.day), extra: Self.fast).status == 0)
         }
         let farPolled = try db.query("""
             SELECT count(*) FROM churnwatch.run_items WHERE run_id > 1 AND original_transaction_id = ANY(\(far))

@@ -17,14 +17,22 @@ final class SimulatorProcess: @unchecked Sendable {
         CLIRunner.binary.deletingLastPathComponent().appendingPathComponent("appstore-sim")
     }
 
-    /// Starts the simulator and waits (bounded) until it says it is listening.
+    /// Starts the simulator and waits (bounded, on a thread of its own) until it says it is listening.
+    static func start(subscribers: Int, seed: Int, start: String, extra: [String] = [],
+                      ports: (production: Int, sandbox: Int)? = nil, directory: URL? = nil) async throws -> SimulatorProcess {
+        try await OwnThread.run {
+            try startBlocking(subscribers: subscribers, seed: seed, start: start, extra: extra, ports: ports, directory: directory)
+        }
+    }
+
+    /// `start` for code already on a thread of its own.
     ///
     /// - Parameters:
     ///   - ports: the production and sandbox ports of an earlier simulator (a restart "at the
     ///     same address"); free ports when nil.
     ///   - directory: reuse the files (keys, root, env) of an earlier simulator; a new one when nil.
-    static func start(subscribers: Int, seed: Int, start: String, extra: [String] = [],
-                      ports: (production: Int, sandbox: Int)? = nil, directory: URL? = nil) throws -> SimulatorProcess {
+    static func startBlocking(subscribers: Int, seed: Int, start: String, extra: [String] = [],
+                              ports: (production: Int, sandbox: Int)? = nil, directory: URL? = nil) throws -> SimulatorProcess {
         let dir = directory ?? FileManager.default.temporaryDirectory.appendingPathComponent("cw-sim-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let process = Process()
