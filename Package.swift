@@ -31,6 +31,10 @@ let package = Package(
         // HTTP client for Apple's API on SwiftNIO: pooled keep-alive connections, TLS, HTTP/2,
         // deadlines, and no thread hop per request (SSWG).
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        // TLS for that client (already under AsyncHTTPClient): extra trust roots for a server
+        // behind a private CA (APPSTORE_TLS_ROOT_CERTS) and telling a certificate that is not
+        // trusted from a network failure (Apple).
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.27.0"),
     ],
     targets: [
         // libpq, from Debian's libpq-dev.
@@ -66,6 +70,7 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
         // All SQL for churnwatch's own tables.

@@ -159,7 +159,9 @@ extension ChurnStore {
     }
 
     /// On resume by the run's owner: items claimed by workers not seen for `silence` go back to
-    /// pending, and items that failed only because Apple was unavailable are tried again.
+    /// pending, and items that failed for a reason of the whole run, not of the subscription
+    /// (Apple unavailable or rate limiting, a rejected key, an untrusted TLS certificate), are
+    /// tried again: the operator fixed it, or it went away.
     /// Returns how many items were given back.
     @discardableResult
     public func runItemsRecover(runId: Int64, silence: TimeInterval) async throws -> Int {
@@ -173,7 +175,8 @@ extension ChurnStore {
             let retried = try db.execute("""
                 UPDATE churnwatch.run_items SET status = 'pending', outcome = NULL, finished_at = NULL
                 WHERE run_id = \(runId) AND status = 'failed'
-                  AND (outcome LIKE 'unavailable:%' OR outcome LIKE 'rate limited:%' OR outcome LIKE 'unauthorized:%')
+                  AND (outcome LIKE 'unavailable:%' OR outcome LIKE 'rate limited:%' OR outcome LIKE 'unauthorized:%'
+                       OR outcome LIKE 'untrusted server:%')
                 """)
             return released + retried
         }

@@ -70,6 +70,8 @@ public enum RunOutcome: Sendable {
     case appleUnavailable(runId: Int64, detail: String)
     /// Apple rejected the API key.
     case unauthorized(runId: Int64)
+    /// The server's TLS certificate was not trusted (`detail` says whose and why).
+    case untrustedServer(runId: Int64, detail: String)
     /// PostgreSQL stayed away longer than the retry budget mid-run; the next `run` resumes.
     case databaseUnavailable(runId: Int64, detail: String)
 }
@@ -174,6 +176,9 @@ public final class RunEngine: Sendable {
         case .unauthorized:
             try? await persist("interrupt") { try await self.store.runInterrupt(run.id) }
             return .unauthorized(runId: run.id)
+        case .untrustedServer(let detail):
+            try? await persist("interrupt") { try await self.store.runInterrupt(run.id) }
+            return .untrustedServer(runId: run.id, detail: detail)
         case .databaseUnavailable(let detail):
             try? await store.runInterrupt(run.id)
             return .databaseUnavailable(runId: run.id, detail: detail)
@@ -189,6 +194,7 @@ public final class RunEngine: Sendable {
         case .stopped(let reason): return .interrupted(runId: run.id, reason: reason)
         case .appleUnavailable(let detail): return .appleUnavailable(runId: run.id, detail: detail)
         case .unauthorized: return .unauthorized(runId: run.id)
+        case .untrustedServer(let detail): return .untrustedServer(runId: run.id, detail: detail)
         case .databaseUnavailable(let detail): return .databaseUnavailable(runId: run.id, detail: detail)
         }
     }
@@ -210,6 +216,7 @@ public final class RunEngine: Sendable {
         case stopped(String)
         case appleUnavailable(String)
         case unauthorized
+        case untrustedServer(String)
         case databaseUnavailable(String)
     }
 
@@ -579,6 +586,11 @@ final class LockedState: @unchecked Sendable {
                 case .unauthorized?:
                     if ending == nil { ending = .unauthorized }
                     stopFor = "Apple rejected the API key"
+                case .untrustedServer?:
+                    var detail = "untrusted server"
+                    if case .failed(let reason) = r.write.outcome { detail = reason }
+                    if ending == nil { ending = .untrustedServer(detail) }
+                    stopFor = detail
                 }
             }
             if consecutiveOutage >= outageThreshold, ending == nil {

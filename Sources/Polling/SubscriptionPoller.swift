@@ -13,6 +13,9 @@ public enum PollFailureClass: Sendable, Equatable {
     case appleUnavailable
     /// Apple refused the API key: nothing will work until it is fixed.
     case unauthorized
+    /// The server's TLS certificate is not trusted: nothing will get through until the base URL
+    /// or the trusted CAs are fixed (or whoever sits in between is gone).
+    case untrustedServer
 }
 
 /// Asks Apple about one subscription and turns the verified answer into what the batch writer
@@ -184,6 +187,9 @@ public struct SubscriptionPoller: Sendable {
             quarantine.append(QuarantinedPayload(endpoint: endpoint.rawValue, reason: "\(why)", payload: payload))
         case .malformedResponse(let why):
             (reason, cls) = ("malformed: \(why)", .subscription)
+        case .untrustedServer:
+            // "untrusted server: ...": the prefix by which a resumed run tries the item again.
+            (reason, cls) = ("\(outcome)", .untrustedServer)
         }
         return Result(write: PollWrite(item: item, outcome: .failed(reason: reason), quarantine: quarantine), failure: cls, calls: calls)
     }

@@ -17,6 +17,9 @@ struct AppleOptions: ParsableArguments {
     @Option(name: .customLong("appstore-root-certs"), help: ArgumentHelp("Trusted root certificates, comma-separated paths (default: $APPSTORE_ROOT_CERTS).", valueName: "paths"))
     var rootCerts: String?
 
+    @Option(name: .customLong("appstore-tls-root-certs"), help: ArgumentHelp("CA certificates trusted for HTTPS besides the system's, comma-separated paths: a server behind a private CA (default: $APPSTORE_TLS_ROOT_CERTS).", valueName: "paths"))
+    var tlsRootCerts: String?
+
     @Option(name: .customLong("status-rate"), help: "Get All Subscription Statuses requests per second (default: $APPSTORE_STATUS_RATE, else Apple's 50, Sandbox 5).")
     var statusRate: String?
 
@@ -30,6 +33,7 @@ struct AppleOptions: ParsableArguments {
         if let sandboxBaseURL { o[V.sandboxBaseURL] = sandboxBaseURL }
         if let environment { o[V.environment] = environment }
         if let rootCerts { o[V.rootCerts] = rootCerts }
+        if let tlsRootCerts { o[V.tlsRootCerts] = tlsRootCerts }
         if let statusRate { o[V.statusRate] = statusRate }
         if let historyRate { o[V.historyRate] = historyRate }
         return o

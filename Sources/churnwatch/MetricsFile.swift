@@ -230,6 +230,7 @@ extension RunOutcome {
         switch self {
         case .finished(let s): return s.runId
         case .joinedAndDrained(let id, _), .interrupted(let id, _), .appleUnavailable(let id, _), .unauthorized(let id): return id
+        case .untrustedServer(let id, _): return id
         case .databaseUnavailable(let id, _), .otherBackfillUnfinished(let id, _): return id
         case .anotherRunInProgress(let id): return id
         case .nothingToJoin, .nothingToResume: return nil
@@ -246,6 +247,7 @@ extension RunOutcome {
         case .interrupted: return "interrupted"
         case .appleUnavailable: return "apple_unavailable"
         case .unauthorized: return "unauthorized"
+        case .untrustedServer: return "untrusted_server"
         case .databaseUnavailable: return "database_unavailable"
         case .nothingToResume: return "nothing_to_resume"
         case .otherBackfillUnfinished: return "other_backfill_unfinished"

@@ -189,6 +189,8 @@ enum RunOutcomeReport {
             throw CLIError.resumable("resumable: run \(runId) (PostgreSQL unavailable: \(detail))")
         case .unauthorized(let runId):
             throw CLIError.configuration("Apple rejected the API key: check issuer id, key id and key (run \(runId) is resumable)")
+        case .untrustedServer(let runId, let detail):
+            throw CLIError.unavailable("\(detail) (run \(runId) is resumable)")
         }
     }
 }

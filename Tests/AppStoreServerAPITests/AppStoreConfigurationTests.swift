@@ -154,6 +154,21 @@ struct AppStoreConfigurationTests {
         #expect(config.rootCertificates.count == 3)
     }
 
+    @Test("APPSTORE_TLS_ROOT_CERTS: optional; CA certificates in the same forms; anything else named in one error")
+    func tlsRoots() throws {
+        #expect(try AppStoreConfiguration.fromEnvironment(try environment([:])).tlsRootCertificates.isEmpty)
+        let pem = try write("tls-ca.pem", PEMDocument(type: "CERTIFICATE", derBytes: try TestPKI().rootDER).pemString)
+        let der = try write("tls-ca.cer", Data(pki.rootDER))
+        let config = try AppStoreConfiguration.fromEnvironment(try environment(["APPSTORE_TLS_ROOT_CERTS": "\(pem),\(der)"]))
+        #expect(config.tlsRootCertificates.count == 2)
+        #expect(config.rootCertificates.count == 1, "the JWS roots are their own setting")
+        let leaf = try write("tls-leaf.pem", PEMDocument(type: "CERTIFICATE", derBytes: pki.leafDER).pemString)
+        expectError("APPSTORE_TLS_ROOT_CERTS", try environment(["APPSTORE_TLS_ROOT_CERTS": leaf]), contains: "not a CA certificate")
+        expectError("APPSTORE_TLS_ROOT_CERTS", try environment(["APPSTORE_TLS_ROOT_CERTS": "/nonexistent/ca.pem"]), contains: "no such file")
+        let key = try write("tls-key.pem", P256.Signing.PrivateKey().pemRepresentation)
+        expectError("APPSTORE_TLS_ROOT_CERTS", try environment(["APPSTORE_TLS_ROOT_CERTS": key]), contains: "not an X.509 certificate")
+    }
+
     @Test func otherBadSettings() throws {
         expectError("APPSTORE_ENVIRONMENT", try environment(["APPSTORE_ENVIRONMENT": "Staging"]), contains: "Production or Sandbox")
         expectError("APPSTORE_ISSUER_ID", try environment(["APPSTORE_ISSUER_ID": " "]), contains: "required")

@@ -16,7 +16,9 @@ import datetime as dt
 import hashlib
 import json
 import os
+import ipaddress
 import random
+import ssl
 import sys
 import threading
 import time
@@ -113,6 +115,48 @@ class PKI:
         der = self.leaf_key.sign(signing_input.encode("ascii"), ec.ECDSA(hashes.SHA256()))
         r, s = decode_dss_signature(der)
         return signing_input + "." + b64url(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
+
+
+# --------------------------------------------------------------------------------------------
+# HTTPS: a private CA (not in any system bundle) and a server certificate for localhost and
+# 127.0.0.1, as a server behind a company CA would have. Nothing to do with the JWS chain.
+# --------------------------------------------------------------------------------------------
+class TLSIdentity:
+    def __init__(self, directory: str):
+        os.makedirs(directory, exist_ok=True)
+        now = dt.datetime.now(dt.timezone.utc)
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Indie Private TLS CA")])
+        ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name)
+              .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+              .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=30))
+              .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+              .add_extension(x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True)
+              .sign(ca_key, hashes.SHA256()))
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+                .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+                .not_valid_before(now - dt.timedelta(days=1)).not_valid_after(now + dt.timedelta(days=30))
+                .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                            x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+                .sign(ca_key, hashes.SHA256()))
+        self.ca_path = os.path.join(directory, "tls-ca.pem")
+        self.cert_path = os.path.join(directory, "tls-server.pem")
+        self.key_path = os.path.join(directory, "tls-server.key")
+        with open(self.ca_path, "wb") as f:
+            f.write(ca.public_bytes(serialization.Encoding.PEM))
+        with open(self.cert_path, "wb") as f:
+            f.write(cert.public_bytes(serialization.Encoding.PEM))
+        with open(self.key_path, "wb") as f:
+            f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                      serialization.NoEncryption()))
+
+    def context(self) -> ssl.SSLContext:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(self.cert_path, self.key_path)
+        return ctx
 
 
 # --------------------------------------------------------------------------------------------
@@ -597,7 +641,8 @@ class RateWindow:
 class AppStoreServer:
     """One environment (Production or Sandbox) on its own port."""
 
-    def __init__(self, world: World, key: APIKey, pki: PKI, environment: str, port: int = 0, log=None, prefix: str = ""):
+    def __init__(self, world: World, key: APIKey, pki: PKI, environment: str, port: int = 0, log=None, prefix: str = "",
+                 tls: TLSIdentity | None = None):
         self.world, self.key, self.pki, self.environment = world, key, pki, environment
         self.prefix = prefix  # served below a path, as behind a gateway: {base}/inApps/...
         factor = 1.0 if environment == "Production" else 0.1
@@ -641,6 +686,9 @@ class AppStoreServer:
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}{prefix}"
+        if tls:  # HTTPS under a private CA; a client that does not trust it never gets to send a request
+            self.httpd.socket = tls.context().wrap_socket(self.httpd.socket, server_side=True)
+            self.url = f"https://localhost:{self.port}{prefix}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
     def start(self):

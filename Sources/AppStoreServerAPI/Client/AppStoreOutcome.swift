@@ -24,6 +24,9 @@ public enum AppStoreOutcome<Value: Sendable>: Sendable {
     case verificationFailed(JWSVerificationFailure, payload: String)
     /// Apple's answer could not be decoded (the text says what was wrong).
     case malformedResponse(String)
+    /// The server's TLS certificate is not trusted (or names another host): not Apple, or a
+    /// server behind a CA that is not configured. Terminal: no call will get through.
+    case untrustedServer(String)
 
     /// The value, if the call succeeded.
     public var value: Value? {
@@ -48,6 +51,7 @@ public enum AppStoreOutcome<Value: Sendable>: Sendable {
         case .badRequest(let c): .badRequest(c)
         case .verificationFailed(let f, let p): .verificationFailed(f, payload: p)
         case .malformedResponse(let m): .malformedResponse(m)
+        case .untrustedServer(let m): .untrustedServer(m)
         }
     }
 
@@ -62,6 +66,7 @@ public enum AppStoreOutcome<Value: Sendable>: Sendable {
         case .badRequest(let c): .badRequest(c)
         case .verificationFailed(let f, let p): .verificationFailed(f, payload: p)
         case .malformedResponse(let m): .malformedResponse(m)
+        case .untrustedServer(let m): .untrustedServer(m)
         }
     }
 }
@@ -77,12 +82,16 @@ extension AppStoreOutcome: CustomStringConvertible {
         case .badRequest(let c): "bad request (\(c?.description ?? "no code"))"
         case .verificationFailed(let f, _): "verification failed: \(f)"
         case .malformedResponse(let m): "malformed response: \(m)"
+        case .untrustedServer(let m): AppStoreOutcomeMessages.untrustedServer(m)
         }
     }
 }
 
 enum AppStoreOutcomeMessages {
     static let unauthorized = "Apple rejected the API key: check issuer id, key id and key"
+    static func untrustedServer(_ detail: String) -> String {
+        "untrusted server: \(detail); check APPSTORE_BASE_URL, or trust its CA with APPSTORE_TLS_ROOT_CERTS"
+    }
 }
 
 /// Why a call failed temporarily.

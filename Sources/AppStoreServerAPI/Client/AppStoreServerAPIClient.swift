@@ -18,18 +18,21 @@ public final class AppStoreServerAPIClient: Sendable {
     private static let userAgent = "churnwatch/1.0"
 
     /// - Parameters:
-    ///   - transport: the HTTP client; ``NIOHTTPTransport/shared`` in production.
+    ///   - transport: the HTTP client; by default ``NIOHTTPTransport/forConfiguration(_:)``.
     ///   - limiter: the shared budget; by default a ``TokenBucketRateLimiter`` with the configured rates.
     ///   - clock: time for tokens, backoff, `Retry-After` and the limiter.
     ///   - random: uniform values in [0, 1) for backoff jitter.
     public init(
-        configuration: AppStoreConfiguration, transport: any HTTPTransport = NIOHTTPTransport.shared,
+        configuration: AppStoreConfiguration, transport: (any HTTPTransport)? = nil,
         limiter: (any AppStoreRateLimiter)? = nil, clock: any AppStoreClock = SystemClock(),
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
         logger: Logger = Logger(label: "churnwatch.appstore", factory: { _ in SwiftLogNoOpLogHandler() })
     ) {
         self.configuration = configuration
-        self.transport = transport
+        // The TLS roots were read and parsed when the configuration was loaded; converting them
+        // cannot fail for certificates swift-certificates accepted. Should it, the system's
+        // bundle alone is used and the server is reported as untrusted, never silently trusted.
+        self.transport = transport ?? ((try? NIOHTTPTransport.forConfiguration(configuration)) ?? NIOHTTPTransport.shared)
         self.clock = clock
         self.random = random
         self.logger = logger
@@ -272,6 +275,9 @@ public final class AppStoreServerAPIClient: Sendable {
             let verdict: Verdict
             do {
                 verdict = judge(try await transport.send(request(token)))
+            } catch HTTPTransportError.untrustedServer(let detail) {
+                logger.error("\(AppStoreOutcomeMessages.untrustedServer(detail))")
+                return .untrustedServer(detail)
             } catch let error as HTTPTransportError {
                 verdict = .retry(error == .timeout ? .timeout : .connection(Self.describe(error)))
             } catch is CancellationError {
@@ -365,6 +371,7 @@ public final class AppStoreServerAPIClient: Sendable {
         case DecodingError.valueNotFound(_, let c): "null at \(path(c.codingPath))"
         case HTTPTransportError.connection(let m): m
         case HTTPTransportError.timeout: "timeout"
+        case HTTPTransportError.untrustedServer(let m): m
         default: String(describing: error)
         }
     }

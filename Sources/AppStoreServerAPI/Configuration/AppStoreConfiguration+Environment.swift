@@ -21,6 +21,7 @@ extension AppStoreConfiguration {
         public static let baseURL = "APPSTORE_BASE_URL"
         public static let sandboxBaseURL = "APPSTORE_SANDBOX_BASE_URL"
         public static let rootCerts = "APPSTORE_ROOT_CERTS"
+        public static let tlsRootCerts = "APPSTORE_TLS_ROOT_CERTS"
         public static let sharedSecret = "APPSTORE_SHARED_SECRET"
         public static let statusRate = "APPSTORE_STATUS_RATE"
         public static let historyRate = "APPSTORE_HISTORY_RATE"
@@ -35,7 +36,7 @@ extension AppStoreConfiguration {
         /// Every variable, for `--help` texts and example files.
         public static let all = [
             issuerId, keyId, privateKeyPath, bundleId, appAppleId, environment, baseURL, sandboxBaseURL,
-            rootCerts, sharedSecret, statusRate, historyRate, transactionRate, refundRate, receiptRate,
+            rootCerts, tlsRootCerts, sharedSecret, statusRate, historyRate, transactionRate, refundRate, receiptRate,
             requestTimeout, maxAttempts, maxRetryWait, strictX509,
         ]
     }
@@ -88,11 +89,10 @@ extension AppStoreConfiguration {
         let sandboxBaseURL = try value(Variable.sandboxBaseURL).map { v throws(ConfigurationError) in try parseURL(v, Variable.sandboxBaseURL) }
 
         let rootsSetting = try required(Variable.rootCerts, "paths of trusted root certificates (Apple Root CA - G3)")
-        var roots: [Certificate] = []
-        for path in rootsSetting.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !path.isEmpty {
-            roots += try loadRootCertificates(at: path)
-        }
-        guard !roots.isEmpty else { throw ConfigurationError(Variable.rootCerts, "no certificate paths given") }
+        let roots = try loadRootCertificates(paths: rootsSetting, variable: Variable.rootCerts)
+        let tlsRoots = try value(Variable.tlsRootCerts).map { v throws(ConfigurationError) in
+            try loadRootCertificates(paths: v, variable: Variable.tlsRootCerts)
+        } ?? []
 
         var limits = AppStoreRateLimits.apple
         let rateVariables: [(String, AppStoreEndpoint)] = [
@@ -131,7 +131,7 @@ extension AppStoreConfiguration {
             issuerId: issuerId, keyId: keyId, signingKey: key, bundleId: bundleId, appAppleId: appAppleId,
             environment: environment, productionBaseURL: productionBaseURL, sandboxBaseURL: sandboxBaseURL,
             rootCertificates: roots, sharedSecret: value(Variable.sharedSecret), rateLimits: limits,
-            requestTimeout: timeout, retryPolicy: retry, strictX509: strict, warnings: warnings)
+            requestTimeout: timeout, retryPolicy: retry, strictX509: strict, tlsRootCertificates: tlsRoots, warnings: warnings)
     }
 
     private static func positiveNumber(_ raw: String?, _ name: String, default fallback: Double) throws(ConfigurationError) -> Double {
@@ -177,10 +177,19 @@ extension AppStoreConfiguration {
         return key
     }
 
+    /// Reads the files of a comma-separated list of paths (`variable`'s value); at least one certificate.
+    static func loadRootCertificates(paths: String, variable: String) throws(ConfigurationError) -> [Certificate] {
+        var roots: [Certificate] = []
+        for path in paths.split(separator: ",").map({ $0.trimmingCharacters(in: .whitespaces) }) where !path.isEmpty {
+            roots += try loadRootCertificates(at: path, variable: variable)
+        }
+        guard !roots.isEmpty else { throw ConfigurationError(variable, "no certificate paths given") }
+        return roots
+    }
+
     /// Reads one file of root certificates (DER, or PEM with one or more certificates); each must
     /// be a CA certificate.
-    static func loadRootCertificates(at path: String) throws(ConfigurationError) -> [Certificate] {
-        let name = Variable.rootCerts
+    static func loadRootCertificates(at path: String, variable name: String) throws(ConfigurationError) -> [Certificate] {
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))

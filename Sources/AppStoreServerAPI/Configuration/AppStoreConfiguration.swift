@@ -20,6 +20,7 @@ import X509
 /// | `APPSTORE_BASE_URL` | production host override (also `{base}/verifyReceipt`) | Apple |
 /// | `APPSTORE_SANDBOX_BASE_URL` | sandbox host override (also `{base}/verifyReceipt`) | see ``baseURL(for:)`` |
 /// | `APPSTORE_ROOT_CERTS` | trusted root CA certificates, comma-separated paths, DER or PEM | required |
+/// | `APPSTORE_TLS_ROOT_CERTS` | CA certificates trusted for HTTPS besides the system's, same form | none |
 /// | `APPSTORE_SHARED_SECRET` | shared secret for legacy verifyReceipt | none |
 /// | `APPSTORE_STATUS_RATE`, `APPSTORE_HISTORY_RATE`, `APPSTORE_TRANSACTION_RATE`, `APPSTORE_REFUND_RATE`, `APPSTORE_RECEIPT_RATE` | requests/s in the configured environment | 50, 50, 50, 10, 50 (Sandbox: 10 %) |
 /// | `APPSTORE_REQUEST_TIMEOUT` | seconds per HTTP request | 30 |
@@ -45,7 +46,11 @@ public struct AppStoreConfiguration: Sendable, CustomStringConvertible {
     /// Replaces `https://api.storekit-sandbox.apple.com` and `https://sandbox.itunes.apple.com`;
     /// when nil, ``baseURL(for:)`` derives the sandbox host from `productionBaseURL`.
     public var sandboxBaseURL: URL?
+    /// Roots of the signed payloads' x5c chains (Apple Root CA - G3 in production).
     public var rootCertificates: [Certificate]
+    /// CA certificates trusted for the HTTPS connection, besides the system's bundle: a server
+    /// implementing Apple's API behind a private CA, or a TLS-inspecting proxy. Empty for Apple.
+    public var tlsRootCertificates: [Certificate]
     public var sharedSecret: RedactedString?
     public var rateLimits: AppStoreRateLimits
     /// Seconds per HTTP request.
@@ -60,7 +65,8 @@ public struct AppStoreConfiguration: Sendable, CustomStringConvertible {
         appAppleId: Int64?, environment: AppStoreEnvironment, productionBaseURL: URL? = nil,
         sandboxBaseURL: URL? = nil, rootCertificates: [Certificate], sharedSecret: String? = nil,
         rateLimits: AppStoreRateLimits = .apple, requestTimeout: TimeInterval = 30,
-        retryPolicy: RetryPolicy = RetryPolicy(), strictX509: Bool = false, warnings: [String] = []
+        retryPolicy: RetryPolicy = RetryPolicy(), strictX509: Bool = false, tlsRootCertificates: [Certificate] = [],
+        warnings: [String] = []
     ) {
         self.issuerId = issuerId
         self.keyId = keyId
@@ -71,6 +77,7 @@ public struct AppStoreConfiguration: Sendable, CustomStringConvertible {
         self.productionBaseURL = productionBaseURL
         self.sandboxBaseURL = sandboxBaseURL
         self.rootCertificates = rootCertificates
+        self.tlsRootCertificates = tlsRootCertificates
         self.sharedSecret = sharedSecret.map(RedactedString.init)
         self.rateLimits = rateLimits
         self.requestTimeout = requestTimeout

@@ -353,7 +353,7 @@ public struct Inspector: Sendable {
             switch outcome {
             case .success: return finish(kind: kind)
             case .notFound: return make(doc, .notFound, reason, 1)
-            case .rateLimited, .retryable: return make(doc, .unavailable, reason, 69)
+            case .rateLimited, .retryable, .untrustedServer: return make(doc, .unavailable, reason, 69)
             case .unauthorized: return make(doc, .unavailable, reason, 78)
             case .badRequest, .verificationFailed, .malformedResponse: return make(doc, .rejected, reason, 1)
             }

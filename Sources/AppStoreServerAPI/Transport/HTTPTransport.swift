@@ -45,12 +45,16 @@ public struct HTTPResponse: Sendable {
     }
 }
 
-/// Why a request got no HTTP response. Both are retryable.
+/// Why a request got no HTTP response. `timeout` and `connection` are retryable;
+/// `untrustedServer` is not: the same server will present the same certificate.
 public enum HTTPTransportError: Error, Hashable, Sendable {
     /// The request took longer than its timeout.
     case timeout
-    /// DNS, TCP, TLS or a connection closed early; the text is for logs.
+    /// DNS, TCP, a TLS failure other than trust, or a connection closed early; the text is for logs.
     case connection(String)
+    /// TLS: the server's certificate does not chain to a trusted root, or does not name the
+    /// host. The text says which, and for which host.
+    case untrustedServer(String)
 }
 
 /// Sends one HTTP request and returns the whole response. Implementations must be safe to call

@@ -3,16 +3,46 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
+import Synchronization
+import X509
+import SwiftASN1
 
 /// ``HTTPTransport`` on SwiftNIO (AsyncHTTPClient): HTTP/1.1 keep-alive connections (HTTP/2
 /// where TLS offers it, as Apple's servers do), pooled per host, on one event-loop thread.
 ///
-/// One client serves the whole process (``shared``): its connection pool and event loop live as
-/// long as the process, so there is nothing to shut down. Redirects are refused, responses are
-/// not decompressed, and a response body over 16 MiB is an error: Apple's answers are small JSON.
+/// One client serves the whole process (``shared``, or one per set of extra TLS roots from
+/// ``forConfiguration(_:)``): its connection pool and event loop live as long as the process, so
+/// there is nothing to shut down. Redirects are refused, responses are not decompressed, and a
+/// response body over 16 MiB is an error: Apple's answers are small JSON.
+///
+/// A server certificate that is not trusted (or does not name the host) is
+/// ``HTTPTransportError/untrustedServer(_:)``, not a connection failure: no retry will help.
 public struct NIOHTTPTransport: HTTPTransport {
-    /// The process's transport.
-    public static let shared = NIOHTTPTransport(client: sharedClient)
+    /// The process's transport, trusting the system's CA bundle.
+    public static let shared = NIOHTTPTransport(client: makeClient(extraTrustRoots: []))
+
+    /// The transport for `configuration`: ``shared``, or, with
+    /// ``AppStoreConfiguration/tlsRootCertificates``, a client that also trusts those roots (one
+    /// per distinct set, for the life of the process).
+    public static func forConfiguration(_ configuration: AppStoreConfiguration) throws -> NIOHTTPTransport {
+        guard !configuration.tlsRootCertificates.isEmpty else { return shared }
+        var ders: [[UInt8]] = []
+        for certificate in configuration.tlsRootCertificates {
+            var serializer = DER.Serializer()
+            try serializer.serialize(certificate)
+            ders.append(serializer.serializedBytes)
+        }
+        return try withRootsClients.withLock { clients in
+            if let existing = clients[ders] { return existing }
+            let roots = try ders.map { try NIOSSLCertificate(bytes: $0, format: .der) }
+            let transport = NIOHTTPTransport(client: makeClient(extraTrustRoots: roots))
+            clients[ders] = transport
+            return transport
+        }
+    }
+
+    private static let withRootsClients = Mutex<[[[UInt8]]: NIOHTTPTransport]>([:])
 
     private let client: HTTPClient
     private static let maximumBodyBytes = 16 << 20
@@ -45,6 +75,13 @@ public struct NIOHTTPTransport: HTTPTransport {
             default:
                 throw HTTPTransportError.connection("\(error)")
             }
+        } catch let error as NIOSSLError {
+            if case .handshakeFailed(let why) = error, "\(why)".contains("CERTIFICATE_VERIFY_FAILED") {
+                throw HTTPTransportError.untrustedServer("\(Self.origin(request.url)) presented a TLS certificate that does not chain to a trusted root")
+            }
+            throw HTTPTransportError.connection("TLS: \(error)")
+        } catch let error as NIOSSLExtraError where error == .failedToValidateHostname {
+            throw HTTPTransportError.untrustedServer("\(Self.origin(request.url)) presented a TLS certificate for another host")
         } catch is CancellationError {
             throw CancellationError()
         } catch let error as HTTPTransportError {
@@ -56,8 +93,16 @@ public struct NIOHTTPTransport: HTTPTransport {
     }
 }
 
-/// Built on first use and never shut down (it lives as long as the process).
-private let sharedClient: HTTPClient = {
+extension NIOHTTPTransport {
+    /// scheme://host:port of `url`, for messages (never the path: it carries ids).
+    static func origin(_ url: URL) -> String {
+        "\(url.scheme ?? "https")://\(url.host ?? "?")\(url.port.map { ":\($0)" } ?? "")"
+    }
+}
+
+/// A client that lives as long as the process (never shut down); it trusts the system's CA
+/// bundle plus `extraTrustRoots`.
+private func makeClient(extraTrustRoots: [NIOSSLCertificate]) -> HTTPClient {
     var configuration = HTTPClient.Configuration(
         redirectConfiguration: .disallow,
         timeout: .init(connect: .seconds(10)),
@@ -68,5 +113,10 @@ private let sharedClient: HTTPClient = {
     // A refused or failed connection is reported at once; the client's retry policy (backoff,
     // attempts, the outage rule) decides what happens next, not a second retry loop in here.
     configuration.connectionPool.retryConnectionEstablishment = false
+    if !extraTrustRoots.isEmpty {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.additionalTrustRoots = [.certificates(extraTrustRoots)]
+        configuration.tlsConfiguration = tls
+    }
     return HTTPClient(eventLoopGroupProvider: .shared(MultiThreadedEventLoopGroup(numberOfThreads: 1)), configuration: configuration)
-}()
+}
