@@ -31,14 +31,14 @@ struct BackfillTests {
         let when = Self.start.addingTimeInterval(2 * Self.day)
         try world.sim.setClock(Self.iso(when))
         let cohort = ["--product", product, "--environment", "production", "--as-of", Self.iso(when)]
-        let dry = try await Harness.cli(["backfill"] + cohort + ["--full-history", "--dry-run", "--status-rate", "10"], world.env)
+        let dry = try await CLIRunner.run(["backfill"] + cohort + ["--full-history", "--dry-run", "--status-rate", "10"], environment: world.env)
         #expect(dry.status == 0, "\(dry.stderr)")
         #expect(dry.stdout.contains(": \(expected.count) subscriptions (0 never polled, \(receipts) with legacy receipts)"), "\(dry.stdout)")
         #expect(dry.stdout.contains("ETA at 10/s status"), "\(dry.stdout)")
         #expect(try db.query("SELECT count(*) FROM churnwatch.runs")[0].decode(Int.self, at: 0) == 1, "a dry run writes nothing")
 
         let historyBefore = try Self.historyRequests(world.sim)
-        let r = try await Harness.cli(["backfill"] + cohort + ["--full-history", "--log-format", "json"] + Self.fast, world.env)
+        let r = try await CLIRunner.run(["backfill"] + cohort + ["--full-history", "--log-format", "json"] + Self.fast, environment: world.env)
         #expect(r.status == 0, "\(r.stderr.suffix(500))")
         #expect(r.stdout.contains("run 2 done: \(expected.count) due, \(expected.count) polled, 0 failed"), "\(r.stdout)")
         let planned = Set(try db.query("SELECT original_transaction_id FROM churnwatch.run_items WHERE run_id = 2").map { try $0.decode(String.self, at: 0) })
@@ -55,11 +55,11 @@ struct BackfillTests {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("cw-ids-\(UUID().uuidString.prefix(8)).txt")
         defer { try? FileManager.default.removeItem(at: file) }
         try (["# five registered, one not", ""] + ids + ["999999999999999", ids[0]]).joined(separator: "\n").write(to: file, atomically: true, encoding: .utf8)
-        let dryIds = try await Harness.cli(["backfill", "--ids", file.path, "--dry-run"], world.env)
+        let dryIds = try await CLIRunner.run(["backfill", "--ids", file.path, "--dry-run"], environment: world.env)
         #expect(dryIds.status == 0)
         #expect(dryIds.stdout.contains(": 5 subscriptions"), "\(dryIds.stdout)")
         #expect(dryIds.stdout.contains("not registered subscriptions (left out): 1"), "\(dryIds.stdout)")
-        let byIds = try await Harness.cli(["backfill", "--ids", file.path, "--as-of", Self.iso(when), "--log-format", "json"] + Self.fast, world.env)
+        let byIds = try await CLIRunner.run(["backfill", "--ids", file.path, "--as-of", Self.iso(when), "--log-format", "json"] + Self.fast, environment: world.env)
         #expect(byIds.status == 0, "\(byIds.stderr.suffix(300))")
         #expect(byIds.stdout.contains("run 3 done: 5 due, 5 polled"), "\(byIds.stdout)")
     }
@@ -77,7 +77,7 @@ struct BackfillTests {
         let env = world.env
         let nightlyArgs = ["run", "--as-of", Self.iso(when), "--log-format", "json"] + Self.fast
         // All on one thread, so nothing waits for a cooperative thread while the backfill works.
-        let (planned, second, nightly, ended) = try await Harness.thread { () throws -> (Bool, CLIRunner.Result, CLIRunner.Result, Harness.Ended) in
+        let (planned, second, nightly, ended) = try await OwnThread.run { () throws -> (Bool, CLIRunner.Result, CLIRunner.Result, Harness.Ended) in
             let first = try RunningCLI(args, environment: env)
             let planned = first.waitForStderrBlocking(containing: "planned backfill", timeout: 60)
             let second = try CLIRunner.runBlocking(args, environment: env)
@@ -94,13 +94,13 @@ struct BackfillTests {
         #expect(nightly.status == 0 && nightly.stdout.contains("run 3 done:"), "\(nightly.stdout) \(nightly.stderr.suffix(300))")
         #expect(ended.bySignal, "the backfill ended before the kill: \(ended.result.stderr.suffix(300))")
 
-        let other = try await Harness.cli(["backfill", "--segment", "active", "--log-format", "json"] + Self.fast, world.env)
+        let other = try await CLIRunner.run(["backfill", "--segment", "active", "--log-format", "json"] + Self.fast, environment: world.env)
         #expect(other.status == 75, "\(other.stdout) \(other.stderr)")
         #expect(other.stderr.contains("backfill run 2 (all) is unfinished"), "\(other.stderr)")
 
         // The same cohort resumes (at any concurrency).
         let fasterArgs = ["backfill", "--all", "--as-of", Self.iso(when), "--log-format", "json", "--concurrency", "16", "--batch-size", "4"] + Self.fast
-        let resumed = try await Harness.cli(fasterArgs, world.env)
+        let resumed = try await CLIRunner.run(fasterArgs, environment: world.env)
         #expect(resumed.status == 0, "\(resumed.stderr.suffix(500))")
         #expect(resumed.stderr.contains("resuming run"), "\(resumed.stderr.suffix(300))")
         #expect(resumed.stdout.contains("run 2 done: 300 due, 300 polled, 0 failed"), "\(resumed.stdout)")
@@ -108,7 +108,7 @@ struct BackfillTests {
             "\(try $0.decode(String.self, at: 0)) \(try $0.decode(Int.self, at: 1))"
         }
         #expect(kinds == ["backfill 1", "nightly 2"])
-        let nothing = try await Harness.cli(["backfill", "--resume"], world.env)
+        let nothing = try await CLIRunner.run(["backfill", "--resume"], environment: world.env)
         #expect(nothing.status == 0 && nothing.stdout.contains("no unfinished backfill to resume"), "\(nothing.stdout) \(nothing.stderr)")
     }
 
@@ -121,7 +121,7 @@ struct BackfillTests {
         let db = try world.connect()
         let rates = ["--status-rate", "\(rate)", "--history-rate", "\(rate)"]
         let env = world.env
-        let (backfill, nightly) = try await Harness.thread { () throws -> (RunningCLI, RunningCLI) in
+        let (backfill, nightly) = try await OwnThread.run { () throws -> (RunningCLI, RunningCLI) in
             let backfill = try RunningCLI(["backfill", "--all", "--as-of", Self.iso(Self.start), "--log-format", "json", "--concurrency", "8", "--batch-size", "4"] + rates,
                                           environment: env)
             _ = backfill.waitForStderrBlocking(containing: "planned backfill", timeout: 60)
@@ -129,8 +129,8 @@ struct BackfillTests {
                                          environment: env)
             return (backfill, nightly)
         }
-        let nightlyResult = try await Harness.exit(nightly)
-        let backfillResult = try await Harness.exit(backfill)
+        let nightlyResult = try await nightly.wait()
+        let backfillResult = try await backfill.wait()
         // The night polls what the backfill had not reached when it was planned (new subscriptions).
         let nightlyDue = try db.query("SELECT due FROM churnwatch.runs WHERE id = 2")[0].decode(Int.self, at: 0)
         #expect(nightlyDue > 100, "the backfill should not have polled most subscriptions before the night began (\(nightlyDue) due)")
@@ -183,7 +183,7 @@ struct BackfillTests {
         ]
         for command in [["run"], ["backfill", "--all"]] {
             for (name, flags, env, mention) in cases {
-                let r = try await Harness.cli(command + flags, env)
+                let r = try await CLIRunner.run(command + flags, environment: env)
                 let lines = r.stderr.split(separator: "\n")
                 #expect(r.status == 78, "\(command[0]) \(name): \(r.status) \(r.stderr)")
                 #expect(lines.count == 1 && r.stderr.contains(mention), "\(command[0]) \(name): \(r.stderr)")
@@ -205,12 +205,12 @@ struct BackfillTests {
             ("--resume with a cohort", ["--resume", "--all"], "--resume"),
         ]
         for (name, flags, mention) in runOnly.map({ ($0.0, ["run"] + $0.1, $0.2) }) + backfillOnly.map({ ($0.0, ["backfill"] + $0.1, $0.2) }) {
-            let r = try await Harness.cli(flags, good)
+            let r = try await CLIRunner.run(flags, environment: good)
             #expect(r.status == 78 && r.stderr.split(separator: "\n").count == 1 && r.stderr.contains(mention), "\(name): \(r.status) \(r.stderr)")
         }
         // Good configuration with the database unreachable: 69, one line.
         for command in [["run"], ["backfill", "--all"]] {
-            let r = try await Harness.cli(command, good)
+            let r = try await CLIRunner.run(command, environment: good)
             #expect(r.status == 69 && r.stderr.split(separator: "\n").count == 1, "\(command[0]): \(r.status) \(r.stderr)")
         }
     }

@@ -16,11 +16,11 @@ struct CrashRecoveryTests {
     func killNineTwentyTimes() async throws {
         let sim = try await SimulatorProcess.start(subscribers: 400, seed: 31, start: Self.iso(Self.start), extra: ["--latency-ms", "15"])
         defer { sim.stop() }
-        let reference = try await Harness.thread { try Harness.database(sim: sim) }
+        let reference = try await OwnThread.run { try Harness.database(sim: sim) }
         defer { reference.db.drop() }
         // Night 0 (a baseline: first polls write no events) once, then the same database twice.
         #expect(try await Harness.night(Self.start, sim: sim, env: reference.env, extra: Self.fast).status == 0)
-        let killed = try await Harness.thread { try Harness.clone(reference, sim: sim) }
+        let killed = try await OwnThread.run { try Harness.clone(reference, sim: sim) }
         defer { killed.db.drop() }
 
         let night = Self.start.addingTimeInterval(5 * Self.day)
@@ -42,7 +42,7 @@ struct CrashRecoveryTests {
             // A random moment: at once (before or while planning), right after planning or
             // resuming, or after some more committed items (spread over what is left). The
             // wait and the kill happen on one thread: nothing delays the kill.
-            let (moment, reached, ended) = try await Harness.thread { () throws -> (String, Bool, Harness.Ended) in
+            let (moment, reached, ended) = try await OwnThread.run { () throws -> (String, Bool, Harness.Ended) in
                 let before = try Harness.finished(db, run: 2)
                 let process = try RunningCLI(args, environment: env)
                 var moment = "at once"
@@ -66,7 +66,7 @@ struct CrashRecoveryTests {
             #expect(ended.bySignal, "kill \(kill) (\(moment)) came too late: the run had ended with \(ended.result.status): \(ended.result.stderr.suffix(300))")
         }
         print("kill -9 moments: \(moments.joined(separator: ", "))")
-        let last = try await Harness.cli(args, killed.env)
+        let last = try await CLIRunner.run(args, environment: killed.env)
         #expect(last.status == 0, "\(last.stderr.suffix(500))")
         #expect(last.stdout.contains("run 2 done: \(due) due, \(due) polled, 0 failed"), "\(last.stdout)")
 
@@ -98,7 +98,7 @@ struct CrashRecoveryTests {
         /// Starts a run, waits until it holds claims, then signals it (all on one thread).
         func claimsThen(_ extra: [String] = [], _ act: @escaping @Sendable (RunningCLI, Int) throws -> Harness.Ended) async throws -> (claimed: Int, ended: Harness.Ended) {
             let env = world.env
-            return try await Harness.thread {
+            return try await OwnThread.run {
                 let p = try RunningCLI(args + extra, environment: env)
                 _ = try Harness.waitUntil(timeout: 60) { try (items()["claimed"] ?? 0) > 0 || !p.process.isRunning }
                 let claimed = try items()["claimed"] ?? 0
@@ -139,18 +139,17 @@ struct CrashRecoveryTests {
         #expect(impatient.ended.result.stderr.contains("exiting at once"))
         #expect(impatient.ended.afterSignal < 2, "the second signal took \(impatient.ended.afterSignal) s")
         #expect((try items()["claimed"] ?? 0) > 0, "a process that exits at once leaves its claims for the next run")
-        #expect(try await Harness.thread { try Harness.waitForNoAdvisoryLocks(world.db) })
+        #expect(try await OwnThread.run { try Harness.waitForNoAdvisoryLocks(world.db) })
 
         // 4. --max-duration: the time budget ends the run like a signal (its claims from 3 come back at once).
-        let budgetedResult = try await Harness.cli(args + ["--max-duration", "1s"], world.env)
+        let budgetedResult = try await CLIRunner.run(args + ["--max-duration", "1s"], environment: world.env)
         #expect(budgetedResult.status == 75, "\(budgetedResult.stderr.suffix(300))")
         #expect(budgetedResult.stderr.contains("resumable: run 1 (stopped: time budget (--max-duration) used up)"), "\(budgetedResult.stderr.suffix(300))")
         #expect(try items()["claimed"] == nil)
         #expect(try runStatus() == "interrupted")
 
         // 5. The next run resumes and finishes the night.
-        let final = try await Harness.cli(["run", "--as-of", Self.iso(Self.start), "--log-format", "json", "--concurrency", "48", "--batch-size", "16"] + Self.fast,
-                                          world.env)
+        let final = try await CLIRunner.run(["run", "--as-of", Self.iso(Self.start), "--log-format", "json", "--concurrency", "48", "--batch-size", "16"] + Self.fast, environment: world.env)
         #expect(final.status == 0, "\(final.stderr.suffix(300))")
         #expect(final.stdout.contains("run 1 done: 48 due, 48 polled, 0 failed"), "\(final.stdout)")
         #expect(try db.query("SELECT count(*) FROM churnwatch.runs")[0].decode(Int.self, at: 0) == 1)
@@ -160,23 +159,23 @@ struct CrashRecoveryTests {
     func postgresGoesAway() async throws {
         let sim = try await SimulatorProcess.start(subscribers: 300, seed: 33, start: Self.iso(Self.start), extra: ["--latency-ms", "10"])
         defer { sim.stop() }
-        let reference = try await Harness.thread { try Harness.database(sim: sim) }
+        let reference = try await OwnThread.run { try Harness.database(sim: sim) }
         defer { reference.db.drop() }
-        let terminated = try await Harness.thread { try Harness.clone(reference, sim: sim) }
+        let terminated = try await OwnThread.run { try Harness.clone(reference, sim: sim) }
         defer { terminated.db.drop() }
         #expect(try await Harness.night(Self.start, sim: sim, env: reference.env, extra: Self.fast).status == 0)
         let args = ["run", "--as-of", Self.iso(Self.start), "--log-format", "json", "--concurrency", "4", "--batch-size", "2"] + Self.fast
 
         // A cluster of its own, so stopping it disturbs no other test.
-        let cluster = try await Harness.thread { try PrivateCluster.start() }
+        let cluster = try await OwnThread.run { try PrivateCluster.start() }
         defer { cluster.destroy() }
         var clusterEnv = sim.environment
         clusterEnv["DATABASE_URL"] = cluster.url
         let env = clusterEnv
-        #expect(try await Harness.cli(["migrate"], env).status == 0)
-        #expect(try await Harness.cli(["import", sim.subscriptionsCSV.path], env).status == 0)
+        #expect(try await CLIRunner.run(["migrate"], environment: env).status == 0)
+        #expect(try await CLIRunner.run(["import", sim.subscriptionsCSV.path], environment: env).status == 0)
         let db = try PostgresConnection(connectionString: cluster.url)
-        let result = try await Harness.thread { () throws -> CLIRunner.Result in
+        let result = try await OwnThread.run { () throws -> CLIRunner.Result in
             let run = try RunningCLI(args, environment: env)
             _ = try Harness.waitUntil(timeout: 60) { try Harness.finished(db) >= 60 || !run.process.isRunning }
             try cluster.stop()
@@ -198,7 +197,7 @@ struct CrashRecoveryTests {
         let tdb = try PostgresConnection(connectionString: terminated.db.connectionURL)
         let terminatedEnv = terminated.env
         let name = terminated.db.name
-        let (victimResult, cuts) = try await Harness.thread { () throws -> (CLIRunner.Result, Int) in
+        let (victimResult, cuts) = try await OwnThread.run { () throws -> (CLIRunner.Result, Int) in
             let victim = try RunningCLI(args, environment: terminatedEnv)
             var cuts = 0
             for threshold in [60, 150] {
@@ -222,9 +221,9 @@ struct CrashRecoveryTests {
         let first = try await SimulatorProcess.start(subscribers: 300, seed: 34, start: Self.iso(Self.start), extra: flags)
         var firstStopped = false
         defer { if !firstStopped { first.stop() } }
-        let reference = try await Harness.thread { try Harness.database(sim: first) }
+        let reference = try await OwnThread.run { try Harness.database(sim: first) }
         defer { reference.db.drop() }
-        let outage = try await Harness.thread { try Harness.clone(reference, sim: first) }
+        let outage = try await OwnThread.run { try Harness.clone(reference, sim: first) }
         defer { outage.db.drop() }
         #expect(try await Harness.night(Self.start, sim: first, env: reference.env, extra: Self.fast).status == 0)
 
@@ -236,7 +235,7 @@ struct CrashRecoveryTests {
         let args = ["run", "--as-of", Self.iso(Self.start), "--log-format", "json", "--concurrency", "8", "--batch-size", "4"] + Self.fast
         let ports = first.ports
         let runEnv = env
-        let result = try await Harness.thread { () throws -> CLIRunner.Result in
+        let result = try await OwnThread.run { () throws -> CLIRunner.Result in
             let run = try RunningCLI(args, environment: runEnv)
             _ = try Harness.waitUntil(timeout: 60) {
                 try db.query("SELECT count(*) FROM churnwatch.run_items WHERE status = 'done'")[0].decode(Int.self, at: 0) >= 60 || !run.process.isRunning
@@ -253,12 +252,12 @@ struct CrashRecoveryTests {
 
         // The simulator comes back at the same address with the same keys and population.
         let directory = first.directory
-        let second = try await Harness.thread {
+        let second = try await OwnThread.run {
             try SimulatorProcess.startBlocking(subscribers: 300, seed: 34, start: Self.iso(Self.start), extra: flags, ports: ports, directory: directory)
         }
         defer { second.stop() }
         try second.setClock(Self.iso(Self.start))
-        let resumed = try await Harness.cli(args, env)
+        let resumed = try await CLIRunner.run(args, environment: env)
         #expect(resumed.status == 0, "\(resumed.stderr.suffix(500))")
         #expect(resumed.stdout.contains("run 1 done: 300 due, 300 polled, 0 failed"), "\(resumed.stdout)")
         try Harness.expectSameEndState(outage.db, reference.db)
@@ -311,29 +310,14 @@ enum Harness {
 
     /// `churnwatch run` for one simulated night (the simulator's clock set to it first).
     static func night(_ asOf: Date, sim: SimulatorProcess, env: [String: String], extra: [String] = []) async throws -> CLIRunner.Result {
-        try await thread {
+        try await OwnThread.run {
             try sim.setClock(NightlyRunEndToEndTests.iso(asOf))
             return try CLIRunner.runBlocking(["run", "--as-of", NightlyRunEndToEndTests.iso(asOf), "--log-format", "json"] + extra, environment: env)
         }
     }
 
-    /// Blocking work on a thread of its own (see `OwnThread`).
-    static func thread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-        try await OwnThread.run(body)
-    }
-
-    /// `churnwatch ARGS` to its exit.
-    static func cli(_ arguments: [String], _ environment: [String: String]) async throws -> CLIRunner.Result {
-        try await CLIRunner.run(arguments, environment: environment)
-    }
-
-    /// Waits for a background churnwatch to exit.
-    static func exit(_ process: RunningCLI) async throws -> CLIRunner.Result {
-        try await process.wait()
-    }
-
     /// Checks `condition` until it holds or `timeout` passes (waiting on database state or a
-    /// process, never on time alone). True when it held. Blocking: call it inside `thread`,
+    /// process, never on time alone). True when it held. Blocking: call it inside `OwnThread.run`,
     /// together with what must happen right after (a kill, a stop), so that nothing waits for
     /// a cooperative thread in between.
     static func waitUntil(timeout: TimeInterval, _ condition: () throws -> Bool) throws -> Bool {
