@@ -76,6 +76,25 @@ struct ImportByteReader {
         return buffer[0]
     }
 
+    /// Consumes everything up to and including the next newline (or to the end), a buffer at a
+    /// time: an over-long line is passed over without being looked at byte by byte.
+    mutating func skipPastNewline() throws {
+        while true {
+            let start = index
+            let found: Int? = buffer.withUnsafeBufferPointer { p in
+                guard start < p.count, let base = p.baseAddress, let hit = memchr(base + start, 0x0A, p.count - start) else { return nil }
+                return base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
+            }
+            if let found {
+                index = found + 1
+                return
+            }
+            index = buffer.count
+            guard try next() != nil else { return }
+            index = 0  // the chunk just read: scan it from its first byte
+        }
+    }
+
     /// The first byte that is not white space or a UTF-8 byte order mark, without consuming
     /// anything: decides between CSV and JSON lines.
     mutating func peekFirstSignificantByte() throws -> UInt8? {
@@ -202,7 +221,7 @@ struct CSVReader {
 
     /// Drops the rest of an over-long record up to the next newline (quotes no longer count).
     private mutating func skipLine() throws {
-        while let c = try bytes.next(), c != 0x0A {}
+        try bytes.skipPastNewline()
     }
 }
 
@@ -228,7 +247,7 @@ struct LineReader {
         var out: [UInt8] = []
         while c != 0x0A {
             if out.count == maxLineBytes {
-                while let n = try bytes.next(), n != 0x0A {}
+                try bytes.skipPastNewline()
                 return (line, .tooLong)
             }
             out.append(c)
