@@ -14,7 +14,7 @@ struct RunCommand: AsyncParsableCommand {
         abstract: "The nightly run: plan what is due, poll Apple, write segments, events and win-back queues.",
         discussion: """
             A second `run` while one is in progress exits 0 with "another run is in progress: run N".
-            A run in which every poll failed (a server whose answers are all unusable) prints its summary and exits 69.
+            A run in which every poll failed (at least 10, not counting ids Apple does not know) prints its summary and exits 69.
             An unfinished earlier run (crash, SIGTERM, time budget, Apple outage) is resumed, not restarted.
             SIGTERM or SIGINT stops claiming, finishes in-flight work, commits and exits 75 ("resumable: run N");
             a second signal exits at once.
@@ -165,14 +165,21 @@ final class SignalHandler: @unchecked Sendable {
 
 /// What `run` and `backfill` print, or the one-line error and exit code, for how a run ended.
 enum RunOutcomeReport {
+    /// A finished run with no successful poll and at least this many failures other than
+    /// "not found" and "bad request" exits 69.
+    static let everyPollFailedMinimum = 10
+
     /// - Parameter noun: "run" or "backfill", as the operator called it.
     static func report(_ outcome: RunOutcome, stats: WorkerStats, noun: String) throws {
         switch outcome {
         case .finished(let s):
             print(RunSummaryText.lines(s, calls: stats.calls).joined(separator: "\n"))
             // Nothing usable came back: a wrong server or one answering garbage. Not a success
-            // (0) and not a stop to resume (75, which the systemd unit counts as success).
-            if s.polled == 0, s.failed > 0 {
+            // (0) and not a stop to resume (75, which the systemd unit counts as success). Ids
+            // Apple answered it does not know, and a re-run that only retries a few bad items,
+            // are not that.
+            let unusable = s.failed - (s.failedByReason["not found"] ?? 0) - (s.failedByReason["bad request"] ?? 0)
+            if s.polled == 0, unusable >= RunOutcomeReport.everyPollFailedMinimum {
                 let reasons = s.failedByReason.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
                 throw CLIError.unavailable("every poll of run \(s.runId) failed (\(reasons)): check APPSTORE_BASE_URL and one subscription with `churnwatch inspect --otid ID`; the next run polls them again")
             }
