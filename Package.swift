@@ -80,6 +80,7 @@ let package = Package(
                 "Postgres",
                 "ChurnModel",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "Crypto", package: "swift-crypto"),  // SHA-256 of an oversized quarantined payload
             ]
         ),
         // Scheduler, worker pool, batch writer.

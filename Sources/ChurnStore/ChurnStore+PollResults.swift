@@ -14,19 +14,6 @@ public struct TransactionRecord: Sendable {
     }
 }
 
-/// A payload that failed verification, kept for inspection and never trusted.
-public struct QuarantinedPayload: Sendable {
-    public var endpoint: String
-    public var reason: String
-    public var payload: String
-
-    public init(endpoint: String, reason: String, payload: String) {
-        self.endpoint = endpoint
-        self.reason = reason
-        self.payload = payload
-    }
-}
-
 /// What polling one subscription produced; written with its batch in one transaction.
 public struct PollWrite: Sendable {
     public struct Polled: Sendable {

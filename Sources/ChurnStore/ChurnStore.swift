@@ -21,12 +21,24 @@ public struct SchemaError: Error, Sendable, CustomStringConvertible {
 }
 
 extension ChurnStore {
-    /// Fails with one line when the schema has not been migrated.
-    public func schemaCheck() async throws {
-        let ok = try await pool.withConnection { db in
-            try db.query("SELECT to_regclass('churnwatch.api_budget') IS NOT NULL")[0].decode(Bool.self, at: 0)
+    /// Fails with one line when the schema has not been migrated. With `migrations` (the file
+    /// names of this build's `sql/migrations`), also when a migration of this build is not
+    /// applied yet, or when the database has one this build does not know (a newer churnwatch
+    /// migrated it: this binary's statements may no longer fit its tables).
+    public func schemaCheck(migrations: [String]? = nil) async throws {
+        let (ok, applied) = try await pool.withConnection { db -> (Bool, [String]) in
+            let ok = try db.query("SELECT to_regclass('churnwatch.api_budget') IS NOT NULL")[0].decode(Bool.self, at: 0)
+            guard ok, migrations != nil else { return (ok, []) }
+            return (ok, try db.query("SELECT name FROM churnwatch.schema_migrations ORDER BY name").map { try $0.decode(String.self, at: 0) })
         }
         guard ok else { throw SchemaError(description: "the churnwatch schema is missing or out of date: run `churnwatch migrate` first") }
+        guard let migrations else { return }
+        if let unknown = applied.first(where: { !migrations.contains($0) }) {
+            throw SchemaError(description: Migrator.notInThisBuild(unknown))
+        }
+        if let pending = migrations.first(where: { !applied.contains($0) }) {
+            throw SchemaError(description: "the churnwatch schema is out of date (migration \(pending) is not applied): run `churnwatch migrate` first")
+        }
     }
 }
 

@@ -110,6 +110,9 @@ public struct Migrator: Sendable {
         defer { _ = try? db.advisoryUnlock(Self.lockKey) }
         try ensureBookkeeping(db)
         let applied = try appliedMigrations(db)
+        if let unknown = applied.keys.sorted().first(where: { name in !migrations.contains { $0.name == name } }) {
+            throw MigrationError(Self.notInThisBuild(unknown) + "; nothing was changed")
+        }
         var checksums: [String: String] = [:]
         for m in migrations {
             let sum = try checksum(db, m.sql)
@@ -131,6 +134,12 @@ public struct Migrator: Sendable {
             done.append(m.name)
         }
         return done
+    }
+
+    /// One line for a database migrated by a newer churnwatch than this one.
+    public static func notInThisBuild(_ name: String) -> String {
+        "the database has migration \(name), which is not in this build (a newer churnwatch applied it): "
+            + "run that version, or point CHURNWATCH_MIGRATIONS_DIR at its sql/migrations"
     }
 
     private func ensureBookkeeping(_ db: PostgresConnection) throws {

@@ -33,61 +33,72 @@ public struct ImportRejection: Error, Sendable, Equatable, CustomStringConvertib
 /// order, RFC 4180 quoting), or JSON lines with the same keys. Bad lines are rejected with their
 /// line number and reason; the rest are read.
 public struct SubscriptionImportParser: Sendable {
-    public enum Format: String, Sendable { case csv, jsonLines = "jsonl" }
-
     static let columns = ["original_transaction_id", "app_account_token", "customer_ref", "environment", "receipt_data"]
     static let requiredColumns = ["original_transaction_id"]
 
-    let data: Data
-    public let format: Format
+    let source: ImportSource
+    /// The longest line (CSV: record) read; a longer one is rejected with its line number
+    /// without being held in memory. 1 MiB holds any legacy receipt.
+    public let maxLineBytes: Int
+    public static let defaultMaxLineBytes = 1 << 20
     /// The environment of records whose `environment` is empty or missing: the app's configured
     /// one (`APPSTORE_ENVIRONMENT`), `Production` or `Sandbox`.
     public let defaultEnvironment: String
 
-    /// - Throws: `ImportFileError` when the file has no usable header or is not text.
-    public init(data: Data, defaultEnvironment: String = "Production") throws {
-        self.data = data
-        self.defaultEnvironment = defaultEnvironment.lowercased() == "sandbox" ? "Sandbox" : "Production"
-        let firstByte = data.first { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 && $0 != 0xEF && $0 != 0xBB && $0 != 0xBF }
-        format = firstByte == UInt8(ascii: "{") ? .jsonLines : .csv
+    public init(data: Data, defaultEnvironment: String = "Production", maxLineBytes: Int = defaultMaxLineBytes) throws {
+        self.init(source: .data(data), defaultEnvironment: defaultEnvironment, maxLineBytes: maxLineBytes)
     }
 
-    public init(contentsOf url: URL, defaultEnvironment: String = "Production") throws {
-        let data: Data
-        do {
-            data = try Data(contentsOf: url, options: .alwaysMapped)
-        } catch {
-            throw ImportFileError("cannot read \(url.path): \((error as NSError).localizedDescription)")
-        }
-        try self.init(data: data, defaultEnvironment: defaultEnvironment)
+    /// Reads the file in chunks when parsing, never whole.
+    /// - Throws: `ImportFileError` when it is missing, a directory or unreadable.
+    public init(contentsOf url: URL, defaultEnvironment: String = "Production", maxLineBytes: Int = defaultMaxLineBytes) throws {
+        let handle = try ImportByteReader.open(url)
+        try? handle.close()
+        self.init(source: .file(url), defaultEnvironment: defaultEnvironment, maxLineBytes: maxLineBytes)
+    }
+
+    private init(source: ImportSource, defaultEnvironment: String, maxLineBytes: Int) {
+        self.source = source
+        self.maxLineBytes = max(1, maxLineBytes)
+        self.defaultEnvironment = defaultEnvironment.lowercased() == "sandbox" ? "Sandbox" : "Production"
     }
 
     /// Calls `accept` for every good record and `reject` for every bad line, in file order.
+    /// - Throws: `ImportFileError` when the file has no usable header or cannot be read.
     public func parse(accept: (ImportRecord) throws -> Void, reject: (ImportRejection) throws -> Void) throws {
-        switch format {
-        case .csv: try parseCSV(accept: accept, reject: reject)
-        case .jsonLines: try parseJSONLines(accept: accept, reject: reject)
+        var bytes = try ImportByteReader(source)
+        if try bytes.peekFirstSignificantByte() == UInt8(ascii: "{") {
+            try parseJSONLines(LineReader(bytes, maxLineBytes: maxLineBytes), accept: accept, reject: reject)
+        } else {
+            try parseCSV(CSVReader(bytes, maxRecordBytes: maxLineBytes), accept: accept, reject: reject)
         }
     }
 
     // MARK: CSV
 
-    private func parseCSV(accept: (ImportRecord) throws -> Void, reject: (ImportRejection) throws -> Void) throws {
-        var reader = CSVReader(data: data)
-        guard let (_, header) = try reader.next() else { throw ImportFileError("the file is empty") }
+    private func parseCSV(_ reader: CSVReader, accept: (ImportRecord) throws -> Void, reject: (ImportRejection) throws -> Void) throws {
+        var reader = reader
+        guard let (_, headerRecord) = try reader.next() else { throw ImportFileError("the file is empty") }
+        guard case .fields(let header) = headerRecord else {
+            throw ImportFileError("line 1 is not a header naming \(Self.columns.joined(separator: ","))")
+        }
         let names = header.map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
         var index: [String: Int] = [:]
         for (i, name) in names.enumerated() {
             let clean = i == 0 ? name.replacingOccurrences(of: "\u{FEFF}", with: "") : name
             guard Self.columns.contains(clean) else {
-                throw ImportFileError("unknown column \"\(clean)\" in the header: expected \(Self.columns.joined(separator: ","))")
+                throw ImportFileError("unknown column \(ImportText.quoted(clean)) in the header: expected \(Self.columns.joined(separator: ","))")
             }
             index[clean] = i
         }
         for required in Self.requiredColumns where index[required] == nil {
             throw ImportFileError("the header has no \(required) column: expected \(Self.columns.joined(separator: ","))")
         }
-        while let (line, fields) = try reader.next() {
+        while let (line, record) = try reader.next() {
+            guard case .fields(let fields) = record else {
+                if case .rejected(let reason) = record { try reject(ImportRejection(line: line, reason: reason)) }
+                continue
+            }
             if fields.count == 1 && fields[0].isEmpty { continue }
             guard fields.count == names.count else {
                 try reject(ImportRejection(line: line, reason: "\(fields.count) fields, the header has \(names.count)"))
@@ -115,35 +126,70 @@ public struct SubscriptionImportParser: Sendable {
         var customer_ref: FlexibleString?
         var environment: String?
         var receipt_data: String?
+
+        /// What the decoder let through that cannot be stored or used: a NUL character
+        /// (`\u0000`; PostgreSQL's text cannot hold one), or an id written as a JSON number
+        /// that is not a plain integer (`2.01012e5`: no id Apple can answer).
+        func problem(in bytes: [UInt8]) -> String? {
+            let strings: [(String, String?)] = [
+                ("original_transaction_id", original_transaction_id?.value), ("app_account_token", app_account_token),
+                ("customer_ref", customer_ref?.value), ("environment", environment), ("receipt_data", receipt_data),
+            ]
+            for (key, value) in strings where value?.unicodeScalars.contains("\u{0}") == true {
+                return "\(key) holds a NUL character"
+            }
+            if original_transaction_id?.isNumber == true, !Self.plainIntegerToken(after: "\"original_transaction_id\"", in: bytes) {
+                return "original_transaction_id is a JSON number that is not a plain integer: write ids as strings of digits"
+            }
+            return nil
+        }
+
+        /// True when the value after `key` in the raw line is written with digits only.
+        static func plainIntegerToken(after key: String, in bytes: [UInt8]) -> Bool {
+            let k = Array(key.utf8)
+            guard bytes.count > k.count, let start = (0...(bytes.count - k.count)).first(where: { bytes[$0..<$0 + k.count].elementsEqual(k) })
+            else { return false }
+            var i = start + k.count
+            while i < bytes.count, [0x20, 0x09, 0x0D, UInt8(ascii: ":")].contains(bytes[i]) { i += 1 }
+            let token = bytes[i...].prefix { ![0x20, 0x09, 0x0D, UInt8(ascii: ","), UInt8(ascii: "}")].contains($0) }
+            return !token.isEmpty && token.allSatisfy { (0x30...0x39).contains($0) }
+        }
     }
 
     /// Accepts a JSON string or number (ids are sometimes written as numbers).
     private struct FlexibleString: Decodable {
         var value: String
+        var isNumber = false
         init(from decoder: any Decoder) throws {
             let c = try decoder.singleValueContainer()
             if let s = try? c.decode(String.self) { value = s; return }
-            if let i = try? c.decode(Int64.self) { value = String(i); return }
+            if let i = try? c.decode(Int64.self) { value = String(i); isNumber = true; return }
             throw DecodingError.typeMismatch(String.self, .init(codingPath: decoder.codingPath, debugDescription: "not a string"))
         }
     }
 
-    private func parseJSONLines(accept: (ImportRecord) throws -> Void, reject: (ImportRejection) throws -> Void) throws {
+    private func parseJSONLines(_ reader: LineReader, accept: (ImportRecord) throws -> Void, reject: (ImportRejection) throws -> Void) throws {
         let decoder = JSONDecoder()
-        var lineNumber = 0
-        var start = data.startIndex
-        while start < data.endIndex {
-            let end = data[start...].firstIndex(of: 0x0A) ?? data.endIndex
-            lineNumber += 1
-            let slice = data[start..<end]
-            start = end < data.endIndex ? data.index(after: end) : end
-            let trimmed = slice.drop { $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }
-            if trimmed.isEmpty || trimmed.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
+        var reader = reader
+        while let (lineNumber, line) = try reader.next() {
+            guard case .bytes(let bytes) = line else {
+                try reject(ImportRejection(line: lineNumber, reason: "longer than \(maxLineBytes) bytes"))
+                continue
+            }
+            if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
+            if case .failure(let problem) = ImportText.string(bytes, field: "the line") {
+                try reject(ImportRejection(line: lineNumber, reason: problem.reason))
+                continue
+            }
             let object: JSONLine
             do {
-                object = try decoder.decode(JSONLine.self, from: Data(slice))
+                object = try decoder.decode(JSONLine.self, from: Data(bytes))
             } catch {
                 try reject(ImportRejection(line: lineNumber, reason: "not a JSON object with the import keys"))
+                continue
+            }
+            if let problem = object.problem(in: bytes) {
+                try reject(ImportRejection(line: lineNumber, reason: problem))
                 continue
             }
             func clean(_ s: String?) -> String? {
@@ -165,8 +211,10 @@ public struct SubscriptionImportParser: Sendable {
         -> Result<ImportRecord, ImportRejection>
     {
         guard let otid else { return .failure(.init(line: line, reason: "original_transaction_id is empty")) }
-        guard otid.count <= 64, otid.unicodeScalars.allSatisfy({ $0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == "_" || $0 == "." }) else {
-            return .failure(.init(line: line, reason: "original_transaction_id \"\(otid.prefix(70))\" is not an App Store transaction id"))
+        // Apple's transaction ids are decimal numbers (up to 20 digits, a UInt64): anything else
+        // would be imported and then fail every night.
+        guard (1...20).contains(otid.utf8.count), otid.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else {
+            return .failure(.init(line: line, reason: "original_transaction_id \(ImportText.quoted(otid, limit: 30)) is not an App Store transaction id (1 to 20 decimal digits)"))
         }
         var uuid: UUID?
         if let token {
@@ -198,62 +246,4 @@ public struct SubscriptionImportParser: Sendable {
 public struct ImportFileError: Error, Sendable, CustomStringConvertible {
     public var description: String
     public init(_ description: String) { self.description = description }
-}
-
-/// RFC 4180 records from bytes: quoted fields may hold commas, quotes ("") and newlines.
-struct CSVReader {
-    let data: Data
-    var position: Data.Index
-    var line = 0
-
-    init(data: Data) {
-        self.data = data
-        position = data.startIndex
-    }
-
-    /// The next record and the line it starts on, or nil at the end.
-    mutating func next() throws -> (Int, [String])? {
-        guard position < data.endIndex else { return nil }
-        line += 1
-        let startLine = line
-        var fields: [String] = []
-        var field: [UInt8] = []
-        var inQuotes = false
-        var i = position
-        while i < data.endIndex {
-            let c = data[i]
-            if inQuotes {
-                if c == 0x22 {
-                    let next = data.index(after: i)
-                    if next < data.endIndex && data[next] == 0x22 {
-                        field.append(0x22)
-                        i = data.index(after: next)
-                        continue
-                    }
-                    inQuotes = false
-                } else {
-                    if c == 0x0A { line += 1 }
-                    field.append(c)
-                }
-            } else if c == 0x22 && field.isEmpty {
-                inQuotes = true
-            } else if c == 0x2C {
-                fields.append(String(decoding: field, as: UTF8.self))
-                field.removeAll(keepingCapacity: true)
-            } else if c == 0x0A {
-                position = data.index(after: i)
-                if field.last == 0x0D { field.removeLast() }
-                fields.append(String(decoding: field, as: UTF8.self))
-                return (startLine, fields)
-            } else {
-                field.append(c)
-            }
-            i = data.index(after: i)
-        }
-        position = data.endIndex
-        if inQuotes { throw ImportFileError("line \(startLine): a quoted field is never closed") }
-        if field.last == 0x0D { field.removeLast() }
-        fields.append(String(decoding: field, as: UTF8.self))
-        return (startLine, fields)
-    }
 }

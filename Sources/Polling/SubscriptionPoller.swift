@@ -67,6 +67,11 @@ public struct SubscriptionPoller: Sendable {
         }
         guard let entry = statuses.subscriptions.first(where: { ($0.originalTransactionId ?? $0.transaction.originalTransactionId) == otid })
                 ?? statuses.subscriptions.first(where: { $0.transaction.originalTransactionId == otid }) else {
+            // Each item is verified on its own: a neighbour's bad payload fails only the neighbour.
+            if let mine = statuses.rejected.first(where: { $0.originalTransactionId == otid }) ?? statuses.rejected.first(where: { $0.originalTransactionId == nil }) {
+                return failure(item, AppStoreOutcome<VerifiedSubscriptionStatuses>.verificationFailed(mine.failure, payload: mine.payload),
+                               endpoint: .subscriptionStatuses, calls: calls)
+            }
             return Result(write: PollWrite(item: item, outcome: .failed(reason: "not found: the status answer has no subscription \(otid)")),
                           failure: .subscription, calls: calls)
         }

@@ -10,6 +10,9 @@ enum PostgresTimestamp {
     static func format(_ date: Date) -> String {
         let interval = date.timeIntervalSince1970
         guard interval.isFinite else { return interval < 0 ? "-infinity" : "infinity" }
+        // Far beyond years 1...9999 (checked below) and before microseconds overflow Int64.
+        guard interval < 300_000_000_000 else { return "infinity" }
+        guard interval > -70_000_000_000 else { return "-infinity" }
         let micros = Int64((interval * 1_000_000).rounded())
         var seconds = micros / microsPerSecond
         var fraction = micros % microsPerSecond

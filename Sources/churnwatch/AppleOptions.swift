@@ -20,10 +20,10 @@ struct AppleOptions: ParsableArguments {
     @Option(name: .customLong("appstore-tls-root-certs"), help: ArgumentHelp("CA certificates trusted for HTTPS besides the system's, comma-separated paths: a server behind a private CA (default: $APPSTORE_TLS_ROOT_CERTS).", valueName: "paths"))
     var tlsRootCerts: String?
 
-    @Option(name: .customLong("status-rate"), help: "Get All Subscription Statuses requests per second (default: $APPSTORE_STATUS_RATE, else Apple's 50, Sandbox 5).")
+    @Option(name: .customLong("status-rate"), parsing: .unconditional, help: "Get All Subscription Statuses requests per second (default: $APPSTORE_STATUS_RATE, else Apple's 50, Sandbox 5).")
     var statusRate: String?
 
-    @Option(name: .customLong("history-rate"), help: "Get Transaction History requests per second (default: $APPSTORE_HISTORY_RATE, else Apple's 50, Sandbox 5).")
+    @Option(name: .customLong("history-rate"), parsing: .unconditional, help: "Get Transaction History requests per second (default: $APPSTORE_HISTORY_RATE, else Apple's 50, Sandbox 5).")
     var historyRate: String?
 
     var overrides: [String: String] {

@@ -78,19 +78,19 @@ struct BackfillCommand: AsyncParsableCommand {
     @Option(name: .customLong("as-of"), help: ArgumentHelp("The moment the backfill is for, ISO 8601 (default: now).", valueName: "time"))
     var asOf: String?
 
-    @Option(name: .customLong("nightly-share"), help: ArgumentHelp("The share of Apple's budget the backfill keeps to while a nightly run is active (default 0.2).", valueName: "fraction"))
+    @Option(name: .customLong("nightly-share"), parsing: .unconditional, help: ArgumentHelp("The share of Apple's budget the backfill keeps to while a nightly run is active (default 0.2).", valueName: "fraction"))
     var nightlyShare = "0.2"
 
-    @Option(name: .customLong("concurrency"), help: "Apple requests in flight at once in this process (default: $CHURNWATCH_CONCURRENCY, else 32).")
+    @Option(name: .customLong("concurrency"), parsing: .unconditional, help: "Apple requests in flight at once in this process (default: $CHURNWATCH_CONCURRENCY, else 32).")
     var concurrency: Int?
 
-    @Option(name: .customLong("batch-size"), help: "Items claimed and committed together.")
+    @Option(name: .customLong("batch-size"), parsing: .unconditional, help: "Items claimed and committed together.")
     var batchSize = 32
 
-    @Option(name: .customLong("max-duration"), help: ArgumentHelp("Stop claiming after this long and exit 75 (resumable), e.g. 2h.", valueName: "duration"))
+    @Option(name: .customLong("max-duration"), parsing: .unconditional, help: ArgumentHelp("Stop claiming after this long and exit 75 (resumable), e.g. 2h.", valueName: "duration"))
     var maxDuration: String?
 
-    @Option(name: .customLong("shutdown-grace"), help: ArgumentHelp("After a stop request, how long in-flight work may take (default 30s).", valueName: "duration"))
+    @Option(name: .customLong("shutdown-grace"), parsing: .unconditional, help: ArgumentHelp("After a stop request, how long in-flight work may take (default 30s).", valueName: "duration"))
     var shutdownGrace = "30s"
 
     func run() async throws {
@@ -107,8 +107,8 @@ struct BackfillCommand: AsyncParsableCommand {
             } else if !cohort.hasSelector {
                 throw CLIError.configuration("backfill needs a cohort: --product, --group, --purchased-from/--purchased-to, --ids, --segment, --environment, or --all")
             }
-            guard let share = Double(nightlyShare), share > 0, share <= 1 else {
-                throw CLIError.configuration("--nightly-share \"\(nightlyShare)\" is not a fraction in (0, 1] (e.g. 0.2)")
+            guard let share = Double(nightlyShare), share >= 0.01, share <= 1 else {
+                throw CLIError.configuration("--nightly-share \"\(nightlyShare.prefix(40))\" is not a fraction from 0.01 to 1 (e.g. 0.2)")
             }
             if dryRun {
                 try await printDryRun(url: url, cohort: cohort, asOf: asOfDate, share: share, env: env)
@@ -123,7 +123,7 @@ struct BackfillCommand: AsyncParsableCommand {
             let workers = max(1, (options.concurrency + batchSize - 1) / batchSize)
             let pool = PostgresPool(connectionString: url, size: workers + 2, logger: Logger(label: "churnwatch.postgres"))
             let store = ChurnStore(pool: pool, logger: logger)
-            try await store.schemaCheck()
+            try await store.schemaCheck(migrations: BuildMigrations.names())
 
             var history = fullHistory
             if resume || join {

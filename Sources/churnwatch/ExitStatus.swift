@@ -14,6 +14,8 @@ enum ExitStatus {
     static let unavailable: Int32 = 69
     /// Stopped early but resumable: SIGTERM, time budget, Apple unavailable (EX_TEMPFAIL).
     static let resumable: Int32 = 75
+    /// A command line the parser rejects (EX_USAGE).
+    static let usage: Int32 = 64
     /// Bad configuration (EX_CONFIG).
     static let configuration: Int32 = 78
 }
@@ -48,7 +50,8 @@ func classify(_ error: any Error) -> (String, Int32) {
     case let e as CLIError:
         return (e.description, e.exitCode)
     case let e as PostgresError where e.kind == .connectionFailed:
-        return (e.message, ExitStatus.unavailable)
+        // Unreachable, refused, or a wrong user or password: the setting to check is named.
+        return ("DATABASE_URL: \(e.message)", ExitStatus.unavailable)
     case let e as PostgresError where e.kind == .connectionLost:
         return ("lost the PostgreSQL connection: \(e.message) (re-run to resume)", ExitStatus.resumable)
     case let e as MigrationError:

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import Postgres
 
 /// Options every command takes. Flags override environment variables.
 struct GlobalOptions: ParsableArguments {
@@ -16,10 +17,22 @@ struct GlobalOptions: ParsableArguments {
     var logLevel: Logger.Level = .info
 
     /// The database URL from the flag or the environment; a configuration error when absent.
+    /// A malformed one (not key=value pairs or a postgresql:// URL, a port that is not a number)
+    /// is a configuration error naming the setting, told apart from a server that cannot be
+    /// reached (69).
     func resolvedDatabaseURL(_ environment: [String: String] = ProcessInfo.processInfo.environment) throws -> String {
-        if let databaseURL, !databaseURL.isEmpty { return databaseURL }
-        if let env = environment["DATABASE_URL"], !env.isEmpty { return env }
-        throw CLIError.configuration("DATABASE_URL is not set: pass --database-url or set DATABASE_URL to a libpq connection string")
+        let (url, setting): (String, String)
+        if let databaseURL, !databaseURL.isEmpty {
+            (url, setting) = (databaseURL, "--database-url")
+        } else if let env = environment["DATABASE_URL"], !env.isEmpty {
+            (url, setting) = (env, "DATABASE_URL")
+        } else {
+            throw CLIError.configuration("DATABASE_URL is not set: pass --database-url or set DATABASE_URL to a libpq connection string")
+        }
+        if let problem = PostgresConnectionString.problem(url) {
+            throw CLIError.configuration("\(setting) is not a PostgreSQL connection string (\(problem)): use postgresql://user@host:port/db or host=... port=... dbname=...")
+        }
+        return url
     }
 
     /// Sets up logging once per process.

@@ -36,23 +36,41 @@ struct ImportCommand: AsyncParsableCommand {
         }
     }
 
+    static func spoolStandardInput() throws -> URL {
+        let url = FileManager.default.temporaryDirectory.appendingPathComponent("churnwatch-import-\(UUID().uuidString)")
+        guard FileManager.default.createFile(atPath: url.path, contents: nil, attributes: [.posixPermissions: 0o600]),
+              let out = FileHandle(forWritingAtPath: url.path) else {
+            throw CLIError(description: "cannot create a temporary file in \(FileManager.default.temporaryDirectory.path) for standard input (set TMPDIR)", exitCode: ExitStatus.configuration)
+        }
+        defer { try? out.close() }
+        do {
+            while let chunk = try FileHandle.standardInput.read(upToCount: 1 << 16), !chunk.isEmpty {
+                try out.write(contentsOf: chunk)
+            }
+        } catch {
+            try? FileManager.default.removeItem(at: url)
+            throw CLIError(description: "cannot copy standard input to \(url.path): \((error as NSError).localizedFailureReason ?? "write error")", exitCode: Self.dataError)
+        }
+        return url
+    }
+
     func run() async throws {
         global.bootstrapLogging()
         try await reportingErrors {
             let url = try global.resolvedDatabaseURL()
             let defaultEnvironment = try Self.defaultEnvironment(ProcessInfo.processInfo.environment)
             let parser: SubscriptionImportParser
+            // Standard input is copied to a private temporary file in chunks (an import is read
+            // again when its transaction is retried), never held in memory whole.
+            let spool = file == "-" ? try Self.spoolStandardInput() : nil
+            defer { if let spool { try? FileManager.default.removeItem(at: spool) } }
             do {
-                if file == "-" {
-                    parser = try SubscriptionImportParser(data: FileHandle.standardInput.readDataToEndOfFile(),
-                                                          defaultEnvironment: defaultEnvironment)
-                } else {
-                    parser = try SubscriptionImportParser(contentsOf: URL(fileURLWithPath: file), defaultEnvironment: defaultEnvironment)
-                }
+                parser = try SubscriptionImportParser(contentsOf: spool ?? URL(fileURLWithPath: file), defaultEnvironment: defaultEnvironment)
             } catch let e as ImportFileError {
                 throw CLIError(description: e.description, exitCode: Self.dataError)
             }
             let pool = PostgresPool(connectionString: url, size: 1)
+            try await ChurnStore(pool: pool).schemaCheck(migrations: BuildMigrations.names())
             let counts: ImportCounts
             do {
                 counts = try await ChurnStore(pool: pool).subscriptionsImport(parser)

@@ -28,9 +28,11 @@ struct MigrateCommand: AsyncParsableCommand {
             let migrator = Migrator(migrations: try Migrator.load(directory: directory), logger: Logger(label: "churnwatch.migrate"))
             let db = try PostgresConnection(connectionString: url, logger: Logger(label: "churnwatch.postgres"))
             if statusOnly {
-                for s in try migrator.status(db) {
+                let statuses = try migrator.status(db)
+                let width = max(8, statuses.map(\.state.rawValue.count).max() ?? 0)
+                for s in statuses {
                     let when = s.appliedAt.map { " \($0.ISO8601Format())" } ?? ""
-                    print("\(s.state.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)) \(s.name)\(when)")
+                    print("\(s.state.rawValue.padding(toLength: width, withPad: " ", startingAt: 0)) \(s.name)\(when)")
                 }
                 return
             }
@@ -41,5 +43,15 @@ struct MigrateCommand: AsyncParsableCommand {
                 print("applied \(applied.count) migration\(applied.count == 1 ? "" : "s"): \(applied.joined(separator: ", "))")
             }
         }
+    }
+}
+
+/// The migration file names of this build (`sql/migrations`, found as `migrate` finds it), for
+/// the schema check of the commands that write: nil when the directory cannot be read (an
+/// installation without it), and then only a missing schema is noticed.
+enum BuildMigrations {
+    static func names(environment: [String: String] = ProcessInfo.processInfo.environment) -> [String]? {
+        let directory = Migrator.locateDirectory(explicit: nil, environment: environment, executable: CommandLine.arguments[0])
+        return (try? Migrator.load(directory: directory))?.map(\.name)
     }
 }

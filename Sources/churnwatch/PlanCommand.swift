@@ -12,10 +12,10 @@ struct PlanCommand: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
     @OptionGroup var windows: WindowOptions
 
-    @Option(name: .customLong("status-rate"), help: "Get All Subscription Statuses requests per second (default: $APPSTORE_STATUS_RATE, else 50 in Production, 5 in Sandbox).")
+    @Option(name: .customLong("status-rate"), parsing: .unconditional, help: "Get All Subscription Statuses requests per second (default: $APPSTORE_STATUS_RATE, else 50 in Production, 5 in Sandbox).")
     var statusRate: Double?
 
-    @Option(name: .customLong("history-rate"), help: "Get Transaction History requests per second (default: $APPSTORE_HISTORY_RATE, else like the status rate).")
+    @Option(name: .customLong("history-rate"), parsing: .unconditional, help: "Get Transaction History requests per second (default: $APPSTORE_HISTORY_RATE, else like the status rate).")
     var historyRate: Double?
 
     func run() async throws {
@@ -32,6 +32,7 @@ struct PlanCommand: AsyncParsableCommand {
             guard status > 0, history > 0 else { throw CLIError.configuration("rates must be positive") }
 
             let store = ChurnStore(pool: PostgresPool(connectionString: url, size: 1))
+            try await store.schemaCheck(migrations: BuildMigrations.names())
             let counts = try await store.planCounts(asOf: asOf, windows: w)
             print("plan as of \(asOf.ISO8601Format()) (start window \(formatWindow(w.start)), end window \(formatWindow(w.end)), lapsed window \(formatWindow(w.lapsed)), stale after \(formatWindow(w.staleAfter)))")
             print("reason             subscriptions")
@@ -50,7 +51,7 @@ struct PlanCommand: AsyncParsableCommand {
 
     static func rate(_ value: String?, name: String) throws -> Double? {
         guard let value, !value.isEmpty else { return nil }
-        guard let d = Double(value), d > 0 else { throw CLIError.configuration("\(name)=\(value) is not a positive number of requests per second") }
+        guard let d = Double(value), d > 0, d.isFinite else { throw CLIError.configuration("\(name)=\(value) is not a positive number of requests per second") }
         return d
     }
 

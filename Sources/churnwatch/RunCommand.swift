@@ -14,6 +14,7 @@ struct RunCommand: AsyncParsableCommand {
         abstract: "The nightly run: plan what is due, poll Apple, write segments, events and win-back queues.",
         discussion: """
             A second `run` while one is in progress exits 0 with "another run is in progress: run N".
+            A run in which every poll failed (at least 10, not counting ids Apple does not know) prints its summary and exits 69.
             An unfinished earlier run (crash, SIGTERM, time budget, Apple outage) is resumed, not restarted.
             SIGTERM or SIGINT stops claiming, finishes in-flight work, commits and exits 75 ("resumable: run N");
             a second signal exits at once.
@@ -26,10 +27,10 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var windows: WindowOptions
     @OptionGroup var apple: AppleOptions
 
-    @Option(name: .customLong("concurrency"), help: "Apple requests in flight at once in this process (default: $CHURNWATCH_CONCURRENCY, else 32).")
+    @Option(name: .customLong("concurrency"), parsing: .unconditional, help: "Apple requests in flight at once in this process (default: $CHURNWATCH_CONCURRENCY, else 32).")
     var concurrency: Int?
 
-    @Option(name: .customLong("batch-size"), help: "Items claimed and committed together.")
+    @Option(name: .customLong("batch-size"), parsing: .unconditional, help: "Items claimed and committed together.")
     var batchSize = 32
 
     @Flag(name: .customLong("join"), help: "Work the run in progress alongside its owner (another process or host); no planning, no closing.")
@@ -38,16 +39,16 @@ struct RunCommand: AsyncParsableCommand {
     @Flag(name: .customLong("resume"), help: "Resume an unfinished run (the default behaviour; accepted for scripts).")
     var resume = false
 
-    @Option(name: .customLong("max-duration"), help: ArgumentHelp("Stop claiming after this long and exit 75 (resumable), e.g. 6h.", valueName: "duration"))
+    @Option(name: .customLong("max-duration"), parsing: .unconditional, help: ArgumentHelp("Stop claiming after this long and exit 75 (resumable), e.g. 6h.", valueName: "duration"))
     var maxDuration: String?
 
-    @Option(name: .customLong("shutdown-grace"), help: ArgumentHelp("After a stop request, how long in-flight work may take (default 30s).", valueName: "duration"))
+    @Option(name: .customLong("shutdown-grace"), parsing: .unconditional, help: ArgumentHelp("After a stop request, how long in-flight work may take (default 30s).", valueName: "duration"))
     var shutdownGrace = "30s"
 
     @Option(name: .customLong("metrics-file"), help: ArgumentHelp("Write Prometheus metrics here at the end (atomically), for node_exporter's textfile collector.", valueName: "path"))
     var metricsFile: String?
 
-    @Option(name: .customLong("progress-interval"), help: ArgumentHelp("Without a terminal (or with --log-format json), log progress this often.", valueName: "duration"))
+    @Option(name: .customLong("progress-interval"), parsing: .unconditional, help: ArgumentHelp("Without a terminal (or with --log-format json), log progress this often.", valueName: "duration"))
     var progressInterval = "10s"
 
     func run() async throws {
@@ -59,9 +60,7 @@ struct RunCommand: AsyncParsableCommand {
             options.windows = try windows.resolvedWindows()
             try options.applyWorkerFlags(concurrency: concurrency, batchSize: batchSize, join: join,
                                          maxDuration: maxDuration, shutdownGrace: shutdownGrace)
-            guard let interval = PlanWindows.parseDuration(progressInterval), interval > 0 else {
-                throw CLIError.configuration("--progress-interval \"\(progressInterval)\" is not a positive duration (e.g. 10s)")
-            }
+            let interval = try parseDurationSetting("--progress-interval", progressInterval, positive: true)
             let metrics = try metricsFile.map(MetricsFile.init(path:))
             options.params = try PostgresJSON(encoding: RunParams(options: options))
             let config = try apple.configuration(logger: logger)
@@ -69,7 +68,7 @@ struct RunCommand: AsyncParsableCommand {
             let workers = max(1, (options.concurrency + batchSize - 1) / batchSize)
             let pool = PostgresPool(connectionString: url, size: workers + 2, logger: Logger(label: "churnwatch.postgres"))
             let store = ChurnStore(pool: pool, logger: logger)
-            try await store.schemaCheck()
+            try await store.schemaCheck(migrations: BuildMigrations.names())
             let limiter = SharedBudgetLimiter(store: store, limits: config.rateLimits, namespace: config.bundleId)
             let client = AppStoreServerAPIClient(configuration: config, limiter: limiter, logger: Logger(label: "churnwatch.appstore"))
             let engine = RunEngine(store: store, poller: SubscriptionPoller(client: client, fullHistory: false), options: options, logger: logger)
@@ -166,15 +165,29 @@ final class SignalHandler: @unchecked Sendable {
 
 /// What `run` and `backfill` print, or the one-line error and exit code, for how a run ended.
 enum RunOutcomeReport {
+    /// A finished run with no successful poll and at least this many failures other than
+    /// "not found" and "bad request" exits 69.
+    static let everyPollFailedMinimum = 10
+
     /// - Parameter noun: "run" or "backfill", as the operator called it.
     static func report(_ outcome: RunOutcome, stats: WorkerStats, noun: String) throws {
         switch outcome {
         case .finished(let s):
             print(RunSummaryText.lines(s, calls: stats.calls).joined(separator: "\n"))
+            // Nothing usable came back: a wrong server or one answering garbage. Not a success
+            // (0) and not a stop to resume (75, which the systemd unit counts as success). Ids
+            // Apple answered it does not know, and a re-run that only retries a few bad items,
+            // are not that.
+            let unusable = s.failed - (s.failedByReason["not found"] ?? 0) - (s.failedByReason["bad request"] ?? 0)
+            if s.polled == 0, unusable >= RunOutcomeReport.everyPollFailedMinimum {
+                let reasons = s.failedByReason.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+                throw CLIError.unavailable("every poll of run \(s.runId) failed (\(reasons)): check APPSTORE_BASE_URL and one subscription with `churnwatch inspect --otid ID`; the next run polls them again")
+            }
         case .joinedAndDrained(let runId, let polled):
             print("joined \(noun == "run" ? "run" : "\(noun) run") \(runId): polled \(polled); no work left")
         case .anotherRunInProgress(let runId):
-            print("another \(noun) is in progress: run \(runId.map(String.init) ?? "?")")
+            // Without an id the other process holds the lock but has not committed its plan yet.
+            print("another \(noun) is in progress: " + (runId.map { "run \($0)" } ?? "its process is still planning it"))
         case .nothingToJoin:
             print("no \(noun) in progress to join")
         case .nothingToResume:
@@ -210,18 +223,16 @@ extension RunOptions {
             resolved = n
         }
         guard resolved > 0, batchSize > 0 else { throw CLIError.configuration("--concurrency and --batch-size must be positive") }
+        // Larger values are typos; Apple's whole budget is 50 requests a second.
+        guard resolved <= 10_000, batchSize <= 10_000 else {
+            throw CLIError.configuration("--concurrency (CHURNWATCH_CONCURRENCY) and --batch-size must be at most 10000")
+        }
         self.concurrency = resolved
         self.batchSize = batchSize
         self.join = join
         if let maxDuration {
-            guard let d = PlanWindows.parseDuration(maxDuration), d > 0 else {
-                throw CLIError.configuration("--max-duration \"\(maxDuration)\" is not a duration (e.g. 6h)")
-            }
-            self.maxDuration = d
+            self.maxDuration = try parseDurationSetting("--max-duration", maxDuration, positive: true)
         }
-        guard let grace = PlanWindows.parseDuration(shutdownGrace) else {
-            throw CLIError.configuration("--shutdown-grace \"\(shutdownGrace)\" is not a duration (e.g. 30s)")
-        }
-        self.shutdownGrace = grace
+        self.shutdownGrace = try parseDurationSetting("--shutdown-grace", shutdownGrace)
     }
 }

@@ -31,8 +31,17 @@ struct WinbackCommand: AsyncParsableCommand {
         return c
     }
 
+    /// The entry ids of ack and release. They are parsed after the flags (`-5` is an id to
+    /// refuse, not an unknown short flag), so a word starting with `--` is an unknown flag (64).
     static func ids(_ texts: [String]) throws -> [Int64] {
-        let bad = texts.filter { Int64($0).map { $0 <= 0 } ?? true }
+        if let flag = texts.first(where: { $0.hasPrefix("--") }) {
+            throw CLIError(description: "unknown option \"\(flag.prefix(40))\" (see --help)", exitCode: ExitStatus.usage)
+        }
+        let nonPositive = texts.filter { Int64($0).map { $0 <= 0 } ?? false }
+        guard nonPositive.isEmpty else {
+            throw CLIError.configuration("entry ids must be positive integers, not negative or zero: \(nonPositive.prefix(5).joined(separator: ", "))")
+        }
+        let bad = texts.filter { Int64($0) == nil }
         guard bad.isEmpty else {
             throw CLIError.configuration("not an entry id (a positive integer): \(bad.prefix(5).map { "\"\($0)\"" }.joined(separator: ", "))")
         }
@@ -100,10 +109,10 @@ struct WinbackCommand: AsyncParsableCommand {
         @Option(name: .customLong("consumer"), help: "This consumer's name, recorded as claimed_by.")
         var consumer: String
 
-        @Option(name: .customLong("limit"), help: "Most entries to claim (1...10000).")
+        @Option(name: .customLong("limit"), parsing: .unconditional, help: "Most entries to claim (1...10000).")
         var limit = 100
 
-        @Option(name: .customLong("lease"), help: ArgumentHelp("How long the claim holds before others may take the entries (e.g. 15m, 1h).", valueName: "duration"))
+        @Option(name: .customLong("lease"), parsing: .unconditional, help: ArgumentHelp("How long the claim holds before others may take the entries (e.g. 15m, 1h).", valueName: "duration"))
         var lease = "15m"
 
         @Option(name: .customLong("as-of"), help: ArgumentHelp("The moment to claim at, ISO 8601 (default: now).", valueName: "time"))
@@ -115,9 +124,7 @@ struct WinbackCommand: AsyncParsableCommand {
                 let campaign = try WinbackCommand.campaign(self.campaign)
                 let consumer = try WinbackCommand.consumer(self.consumer)
                 guard (1...10_000).contains(limit) else { throw CLIError.configuration("--limit \(limit) is not between 1 and 10000") }
-                guard let lease = PlanWindows.parseDuration(self.lease), lease > 0 else {
-                    throw CLIError.configuration("--lease \"\(self.lease)\" is not a positive duration (e.g. 15m)")
-                }
+                let lease = try parseDurationSetting("--lease", self.lease, positive: true)
                 let at = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
                 let store = try WinbackCommand.store(global)
                 try await store.schemaCheck()
@@ -148,7 +155,7 @@ struct WinbackCommand: AsyncParsableCommand {
         @Option(name: .customLong("consumer"), help: "Only ack entries claimed by this consumer.")
         var consumer: String?
 
-        @Argument(help: "Entry ids.")
+        @Argument(parsing: .allUnrecognized, help: "Entry ids.")
         var ids: [String]
 
         func run() async throws {
@@ -173,7 +180,7 @@ struct WinbackCommand: AsyncParsableCommand {
         @Option(name: .customLong("consumer"), help: "Only release entries claimed by this consumer.")
         var consumer: String?
 
-        @Argument(help: "Entry ids.")
+        @Argument(parsing: .allUnrecognized, help: "Entry ids.")
         var ids: [String]
 
         func run() async throws {
@@ -197,7 +204,7 @@ struct WinbackCommand: AsyncParsableCommand {
         @Option(name: .customLong("status"), help: "Only this status: pending, claimed, done, obsolete or expired.")
         var status: String?
 
-        @Option(name: .customLong("limit"), help: "Most entries to list (1...100000).")
+        @Option(name: .customLong("limit"), parsing: .unconditional, help: "Most entries to list (1...100000).")
         var limit = 1000
 
         func run() async throws {

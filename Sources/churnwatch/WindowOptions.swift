@@ -7,16 +7,16 @@ struct WindowOptions: ParsableArguments {
     @Option(name: .customLong("as-of"), help: ArgumentHelp("The moment the run is for, ISO 8601 (default: now).", valueName: "time"))
     var asOf: String?
 
-    @Option(name: .customLong("start-window"), help: ArgumentHelp("Poll periods that started within this long (default: $CHURNWATCH_START_WINDOW, else 3d).", valueName: "duration"))
+    @Option(name: .customLong("start-window"), parsing: .unconditional, help: ArgumentHelp("Poll periods that started within this long (default: $CHURNWATCH_START_WINDOW, else 3d).", valueName: "duration"))
     var startWindow: String?
 
-    @Option(name: .customLong("end-window"), help: ArgumentHelp("Poll periods that end within this long (default: $CHURNWATCH_END_WINDOW, else 3d).", valueName: "duration"))
+    @Option(name: .customLong("end-window"), parsing: .unconditional, help: ArgumentHelp("Poll periods that end within this long (default: $CHURNWATCH_END_WINDOW, else 3d).", valueName: "duration"))
     var endWindow: String?
 
-    @Option(name: .customLong("lapsed-window"), help: ArgumentHelp("Poll periods that ended within this long (default: $CHURNWATCH_LAPSED_WINDOW, else 3d).", valueName: "duration"))
+    @Option(name: .customLong("lapsed-window"), parsing: .unconditional, help: ArgumentHelp("Poll periods that ended within this long (default: $CHURNWATCH_LAPSED_WINDOW, else 3d).", valueName: "duration"))
     var lapsedWindow: String?
 
-    @Option(name: .customLong("stale-after"), help: ArgumentHelp("Poll anything not polled for this long (default: $CHURNWATCH_STALE_AFTER, else 30d).", valueName: "duration"))
+    @Option(name: .customLong("stale-after"), parsing: .unconditional, help: ArgumentHelp("Poll anything not polled for this long (default: $CHURNWATCH_STALE_AFTER, else 30d).", valueName: "duration"))
     var staleAfter: String?
 
     func resolvedAsOf(now: Date = Date()) throws -> Date {
@@ -33,10 +33,7 @@ struct WindowOptions: ParsableArguments {
         func duration(_ flag: String, _ variable: String, _ value: String?) throws -> TimeInterval? {
             let fromEnv = env[variable].map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
             guard let text = value ?? fromEnv else { return nil }
-            guard let d = PlanWindows.parseDuration(text) else {
-                throw CLIError.configuration("\(value != nil ? flag : variable) \"\(text)\" is not a duration (e.g. 3d, 12h, 90m)")
-            }
-            return d
+            return try parseDurationSetting(value != nil ? flag : variable, text)
         }
         if let d = try duration("--start-window", "CHURNWATCH_START_WINDOW", startWindow) { w.start = d }
         if let d = try duration("--end-window", "CHURNWATCH_END_WINDOW", endWindow) { w.end = d }
@@ -55,7 +52,20 @@ struct WindowOptions: ParsableArguments {
     }
 }
 
+/// A duration flag or setting (`3d`, `12h`, `90m`, `45s`), or one line naming it: not a duration,
+/// negative, zero when it must be `positive`, or longer than 100 years (exit 78).
+func parseDurationSetting(_ name: String, _ text: String, positive: Bool = false) throws -> TimeInterval {
+    switch PlanWindows.checkedDuration(text) {
+    case .success(let d):
+        guard !positive || d > 0 else { throw CLIError.configuration("\(name) \"\(text)\" is zero: it must be a positive duration (e.g. 15m)") }
+        return d
+    case .failure(let problem):
+        throw CLIError.configuration("\(name) \"\(text.prefix(40))\" \(problem)")
+    }
+}
+
 func formatDuration(_ seconds: TimeInterval) -> String {
+    guard seconds.isFinite, seconds < 1e12 else { return "more than 30,000 years" }
     let s = Int(seconds.rounded(.up))
     if s >= 3600 { return "\(s / 3600)h \(s % 3600 / 60)m" }
     if s >= 60 { return "\(s / 60)m \(s % 60)s" }

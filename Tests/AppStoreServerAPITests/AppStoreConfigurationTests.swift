@@ -177,6 +177,17 @@ struct AppStoreConfigurationTests {
         expectError("APPSTORE_REQUEST_TIMEOUT", try environment(["APPSTORE_REQUEST_TIMEOUT": "soon"]), contains: "positive number")
     }
 
+    @Test("values that would trap later are refused at load, naming the setting (issue 18 item 5)")
+    func valuesThatWouldTrapLater() throws {
+        expectError("APPSTORE_BASE_URL", try environment(["APPSTORE_BASE_URL": "http://127.0.0.1:99999"]), contains: "port 99999")
+        expectError("APPSTORE_SANDBOX_BASE_URL", try environment(["APPSTORE_SANDBOX_BASE_URL": "http://127.0.0.1:0"]), contains: "port 0")
+        expectError("APPSTORE_REQUEST_TIMEOUT", try environment(["APPSTORE_REQUEST_TIMEOUT": "1e300"]), contains: "up to 86400")
+        expectError("APPSTORE_MAX_RETRY_WAIT", try environment(["APPSTORE_MAX_RETRY_WAIT": "1e20"]), contains: "up to 86400")
+        expectError("APPSTORE_STATUS_RATE", try environment(["APPSTORE_STATUS_RATE": "1e-300"]), contains: "0.001")
+        let config = try AppStoreConfiguration.fromEnvironment(try environment(["APPSTORE_BASE_URL": "http://127.0.0.1:65535"]))
+        #expect(config.productionBaseURL?.port == 65535)
+    }
+
     @Test func warnsWhenOthersCanReadTheKey() throws {
         let open = try write("open.p8", key.pemRepresentation, mode: 0o644)
         let config = try AppStoreConfiguration.fromEnvironment(try environment(["APPSTORE_PRIVATE_KEY_PATH": open]))

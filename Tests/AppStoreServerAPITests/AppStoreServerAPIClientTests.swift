@@ -119,6 +119,29 @@ struct AppStoreServerAPIClientTests {
         }
     }
 
+    @Test("one item failing verification leaves its healthy neighbour in the same answer usable (issue 18 item 10)")
+    func aBadItemFailsOnlyItself() async throws {
+        var body = try responses.status(originalTransactionId: "2000000000000001")
+        let rogue = try Responses(pki: TestPKI()).status(originalTransactionId: "2000000000000002")
+        body.data?[0].lastTransactions?.append(contentsOf: rogue.data?[0].lastTransactions ?? [])
+        let transport = ScriptedTransport(clock: clock) { [body] _, _ in ScriptedTransport.json(200, body) }
+        let client = TestConfiguration.client(pki: pki, transport: transport, clock: clock)
+        let outcome = await client.subscriptionStatuses(for: "2000000000000001")
+        let value = try #require(outcome.value, "\(outcome)")
+        #expect(value.subscriptions.map(\.transaction.originalTransactionId) == ["2000000000000001"])
+        #expect(value.rejected.map(\.originalTransactionId) == ["2000000000000002"])
+        #expect(value.rejected.first?.failure == .untrustedChain)
+        #expect(value.rejected.first?.payload.isEmpty == false)
+
+        // An answer with nothing usable still fails as a whole.
+        let onlyRogue = ScriptedTransport(clock: clock) { [rogue] _, _ in ScriptedTransport.json(200, rogue) }
+        let alone = TestConfiguration.client(pki: pki, transport: onlyRogue, clock: clock)
+        guard case .verificationFailed(.untrustedChain, _) = await alone.subscriptionStatuses(for: "2000000000000002") else {
+            Issue.record("a rogue-only answer was accepted")
+            return
+        }
+    }
+
     @Test func unauthorizedMintsOneFreshTokenThenGivesUp() async throws {
         let body = try responses.status()
         let once = ScriptedTransport(clock: clock) { _, index in index == 0 ? HTTPResponse(status: 401) : ScriptedTransport.json(200, body) }

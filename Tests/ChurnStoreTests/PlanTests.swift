@@ -107,4 +107,17 @@ struct PlanTests {
     func badDurations(text: String) {
         #expect(PlanWindows.parseDuration(text) == nil)
     }
+
+    @Test("durations: bounded to 100 years, negative ones named as such (issue 18 items 5, 11)")
+    func durations() {
+        #expect(PlanWindows.parseDuration("3d") == 3 * Self.day)
+        #expect(PlanWindows.parseDuration("36500d") == 36_500 * Self.day)
+        #expect(PlanWindows.parseDuration("36501d") == nil)
+        #expect(PlanWindows.parseDuration("99999999999d") == nil)
+        #expect(PlanWindows.parseDuration("1e308d") == nil, "finite value, infinite product")
+        #expect(PlanWindows.checkedDuration("99999999999d") == .failure(.tooLong))
+        #expect(PlanWindows.checkedDuration("-5m") == .failure(.negative))
+        #expect(PlanWindows.checkedDuration("soon") == .failure(.notADuration))
+        #expect(PlanWindows.checkedDuration("90m") == .success(5400))
+    }
 }

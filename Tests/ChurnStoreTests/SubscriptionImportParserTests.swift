@@ -49,11 +49,18 @@ struct SubscriptionImportParserTests {
     }
 
     @Test("bad lines are rejected with line number and reason; good lines still come through", arguments: [
-        ("x,not-a-uuid,,Production", "app_account_token is not a UUID"),
+        ("1002,not-a-uuid,,Production", "app_account_token is not a UUID"),
         (",,,Production", "original_transaction_id is empty"),
         ("2000000126,,,Moon", "environment must be Production or Sandbox"),
         ("2000000127,,", "3 fields, the header has 4"),
         ("20000 00128,,,Production", "is not an App Store transaction id"),
+        // Issue 18 item 8: ids Apple can never answer.
+        ("abc,,,Production", "is not an App Store transaction id"),
+        ("-201013,,,Production", "is not an App Store transaction id"),
+        ("2.01012e5,,,Production", "is not an App Store transaction id"),
+        ("123456789012345678901,,,Production", "is not an App Store transaction id"),
+        // Issue 18 item 6: a NUL byte in one field rejects that line only.
+        ("2000000129,,a\u{0}b,Production", "field 3 holds a NUL byte"),
     ])
     func rejections(line: String, reason: String) throws {
         let text = "original_transaction_id,app_account_token,customer_ref,environment\n1000,,,Production\n\(line)\n1001,,,Sandbox\n"
@@ -85,5 +92,72 @@ struct SubscriptionImportParserTests {
         #expect(records[0].receiptData == "TUlJ+/w==")
         #expect(records[0].environment == "Sandbox")
         #expect(rejections.map(\.line) == [3, 4])
+    }
+
+    func parseBytes(_ bytes: [UInt8], maxLineBytes: Int = SubscriptionImportParser.defaultMaxLineBytes) throws -> ([ImportRecord], [ImportRejection]) {
+        let parser = try SubscriptionImportParser(data: Data(bytes), maxLineBytes: maxLineBytes)
+        var records: [ImportRecord] = []
+        var rejections: [ImportRejection] = []
+        try parser.parse(accept: { records.append($0) }, reject: { rejections.append($0) })
+        return (records, rejections)
+    }
+
+    @Test("invalid UTF-8 rejects its line instead of being stored as U+FFFD (issue 18 item 8)")
+    func invalidUTF8() throws {
+        let csv = Array("original_transaction_id,customer_ref\n1000,ok\n1001,caf".utf8) + [0xC3, 0x28] + Array("\n1002,x\n".utf8)
+        let (records, rejections) = try parseBytes(csv)
+        #expect(records.map(\.originalTransactionId) == ["1000", "1002"])
+        #expect(rejections.map(\.line) == [3])
+        #expect(rejections.first?.reason.contains("not valid UTF-8") == true)
+
+        let jsonl = Array("{\"original_transaction_id\": \"2000\"}\n{\"original_transaction_id\": \"2001\", \"customer_ref\": \"".utf8)
+            + [0xFF] + Array("\"}\n{\"original_transaction_id\": \"2002\"}\n".utf8)
+        let (jsonRecords, jsonRejections) = try parseBytes(jsonl)
+        #expect(jsonRecords.map(\.originalTransactionId) == ["2000", "2002"])
+        #expect(jsonRejections.map(\.line) == [2])
+    }
+
+    @Test("JSON lines: a NUL character or an id that is not a plain integer rejects the line (issue 18 items 6, 8)")
+    func jsonNulAndNumbers() throws {
+        let text = """
+            {"original_transaction_id": "3000000001"}
+            {"original_transaction_id": "3000000002", "customer_ref": "a\\u0000b"}
+            {"original_transaction_id": 2.01012e5}
+            {"original_transaction_id": 201012}
+            {"original_transaction_id": "abc"}
+            {"original_transaction_id": "-201013"}
+            """
+        let (records, rejections) = try parse(text)
+        #expect(records.map(\.originalTransactionId) == ["3000000001", "201012"])
+        #expect(rejections.map(\.line) == [2, 3, 5, 6], "\(rejections)")
+        #expect(rejections.first?.reason.contains("NUL") == true)
+        #expect(rejections.dropFirst().first?.reason.contains("not a plain integer") == true)
+    }
+
+    @Test("a line longer than the limit is rejected without being held, and reading goes on (issue 18 item 6)")
+    func overLongLines() throws {
+        let long = String(repeating: "9", count: 5000)
+        let csv = "original_transaction_id,customer_ref\n1000,a\n1001,\"\(long),\(long)\"\n1002,b\n"
+        let (records, rejections) = try parseBytes(Array(csv.utf8), maxLineBytes: 1000)
+        #expect(records.map(\.originalTransactionId) == ["1000", "1002"])
+        #expect(rejections.map(\.line) == [3], "\(rejections)")
+        #expect(rejections.first?.reason.contains("longer than 1000 bytes") == true)
+
+        let jsonl = "{\"original_transaction_id\": \"1\"}\n{\"customer_ref\": \"\(long)\"}\n{\"original_transaction_id\": \"2\"}\n"
+        let (jsonRecords, jsonRejections) = try parseBytes(Array(jsonl.utf8), maxLineBytes: 1000)
+        #expect(jsonRecords.map(\.originalTransactionId) == ["1", "2"])
+        #expect(jsonRejections.map(\.line) == [2])
+    }
+
+    @Test("an unknown column is echoed bounded and escaped (issue 18 item 11)")
+    func unknownColumnEcho() throws {
+        let binary = (0..<100_000).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }.filter { $0 != 0x0A && $0 != 0x2C }
+        do {
+            _ = try parseBytes(Array("original_transaction_id,".utf8) + binary + [0x0A, 0x31, 0x0A])
+            Issue.record("accepted")
+        } catch let error as ImportFileError {
+            #expect(error.description.utf8.count < 300, "\(error.description.prefix(300))")
+            #expect(!error.description.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0xFFFD })
+        }
     }
 }

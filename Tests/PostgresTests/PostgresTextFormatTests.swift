@@ -26,6 +26,14 @@ struct PostgresTextFormatTests {
         #expect(Array(text.utf8).withUnsafeBufferPointer { PostgresTimestamp.parse($0) } == nil)
     }
 
+    @Test("dates far outside years 1...9999 format as ±infinity instead of trapping (issue 18 item 5)")
+    func formatOutOfRange() {
+        #expect(PostgresTimestamp.format(Date(timeIntervalSince1970: 8.64e15)) == "infinity")
+        #expect(PostgresTimestamp.format(Date(timeIntervalSince1970: -8.64e15)) == "-infinity")
+        #expect(PostgresTimestamp.format(Date(timeIntervalSince1970: 253_402_300_800)) == "infinity")
+        #expect(PostgresTimestamp.format(Date(timeIntervalSince1970: 253_402_300_799)) == "9999-12-31 23:59:59+00")
+    }
+
     @Test("formatting round-trips at microsecond precision")
     func formatRoundTrip() {
         for epoch in [0.0, 1.000001, -86_400.25, 1_795_255_620.123456, 4_102_444_800.999999] {

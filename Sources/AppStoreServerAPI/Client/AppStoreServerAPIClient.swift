@@ -62,46 +62,64 @@ public final class AppStoreServerAPIClient: Sendable {
             return .malformedResponse("status response: \(Self.describe(error))")
         }
         var groups: [VerifiedSubscriptionStatuses.Group] = []
+        var rejected: [VerifiedSubscriptionStatuses.Rejected] = []
         for group in decoded.data ?? [] {
             var subscriptions: [VerifiedSubscriptionStatuses.Subscription] = []
             for item in group.lastTransactions ?? [] {
                 guard let signedTransaction = item.signedTransactionInfo else {
                     return .malformedResponse("status response: lastTransactions item without signedTransactionInfo")
                 }
-                let transaction: JWSTransactionDecodedPayload
-                var renewal: JWSRenewalInfoDecodedPayload?
-                do {
-                    transaction = try await verifier.verifyTransaction(signedTransaction, environment: env)
-                } catch {
-                    return .verificationFailed(error, payload: signedTransaction)
+                switch await verifyStatusItem(item, signedTransaction: signedTransaction, environment: env) {
+                case .success(let subscription): subscriptions.append(subscription)
+                case .failure(let rejection): rejected.append(rejection)
                 }
-                if let signedRenewal = item.signedRenewalInfo {
-                    do {
-                        renewal = try await verifier.verifyRenewalInfo(signedRenewal, environment: env)
-                    } catch {
-                        return .verificationFailed(error, payload: signedRenewal)
-                    }
-                }
-                for (signed, payload) in [(transaction.originalTransactionId, signedTransaction),
-                                          (renewal?.originalTransactionId, item.signedRenewalInfo ?? "")] {
-                    if let signed, let expected = item.originalTransactionId, signed != expected {
-                        return .verificationFailed(.originalTransactionIdMismatch(expected: expected, actual: signed), payload: payload)
-                    }
-                }
-                if let renewal, renewal.originalTransactionId != transaction.originalTransactionId {
-                    return .verificationFailed(.originalTransactionIdMismatch(
-                        expected: transaction.originalTransactionId, actual: renewal.originalTransactionId),
-                        payload: item.signedRenewalInfo ?? "")
-                }
-                subscriptions.append(.init(
-                    rawStatus: item.rawStatus, originalTransactionId: item.originalTransactionId,
-                    transaction: transaction, renewalInfo: renewal, signedTransactionInfo: signedTransaction,
-                    signedRenewalInfo: item.signedRenewalInfo))
             }
             groups.append(.init(subscriptionGroupIdentifier: group.subscriptionGroupIdentifier, subscriptions: subscriptions))
         }
+        // Nothing usable at all: the answer as a whole failed (as a single-item answer always did).
+        if let first = rejected.first, groups.allSatisfy(\.subscriptions.isEmpty) {
+            return .verificationFailed(first.failure, payload: first.payload)
+        }
         return .success(VerifiedSubscriptionStatuses(
-            environment: env, bundleId: decoded.bundleId, appAppleId: decoded.appAppleId, groups: groups))
+            environment: env, bundleId: decoded.bundleId, appAppleId: decoded.appAppleId, groups: groups, rejected: rejected))
+    }
+
+    /// Verifies one item of a status answer: its transaction, its renewal info, and that both
+    /// belong to the item's `originalTransactionId`. A failure rejects this item only.
+    private func verifyStatusItem(
+        _ item: LastTransactionsItem, signedTransaction: String, environment env: AppStoreEnvironment
+    ) async -> Result<VerifiedSubscriptionStatuses.Subscription, VerifiedSubscriptionStatuses.Rejected> {
+        func reject(_ failure: JWSVerificationFailure, _ payload: String) -> Result<VerifiedSubscriptionStatuses.Subscription, VerifiedSubscriptionStatuses.Rejected> {
+            .failure(.init(originalTransactionId: item.originalTransactionId, failure: failure, payload: payload))
+        }
+        let transaction: JWSTransactionDecodedPayload
+        var renewal: JWSRenewalInfoDecodedPayload?
+        do {
+            transaction = try await verifier.verifyTransaction(signedTransaction, environment: env)
+        } catch {
+            return reject(error, signedTransaction)
+        }
+        if let signedRenewal = item.signedRenewalInfo {
+            do {
+                renewal = try await verifier.verifyRenewalInfo(signedRenewal, environment: env)
+            } catch {
+                return reject(error, signedRenewal)
+            }
+        }
+        for (signed, payload) in [(transaction.originalTransactionId, signedTransaction),
+                                  (renewal?.originalTransactionId, item.signedRenewalInfo ?? "")] {
+            if let signed, let expected = item.originalTransactionId, signed != expected {
+                return reject(.originalTransactionIdMismatch(expected: expected, actual: signed), payload)
+            }
+        }
+        if let renewal, renewal.originalTransactionId != transaction.originalTransactionId {
+            return reject(.originalTransactionIdMismatch(expected: transaction.originalTransactionId, actual: renewal.originalTransactionId),
+                          item.signedRenewalInfo ?? "")
+        }
+        return .success(.init(
+            rawStatus: item.rawStatus, originalTransactionId: item.originalTransactionId,
+            transaction: transaction, renewalInfo: renewal, signedTransactionInfo: signedTransaction,
+            signedRenewalInfo: item.signedRenewalInfo))
     }
 
     /// Get Transaction History (v2): `GET /inApps/v2/history/{transactionId}`, following

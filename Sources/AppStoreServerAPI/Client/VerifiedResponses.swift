@@ -23,11 +23,23 @@ public struct VerifiedSubscriptionStatuses: Sendable, Hashable {
         public var subscriptions: [Subscription]
     }
 
+    /// An item of the answer whose signed data failed verification. Its neighbours are still
+    /// usable: each item is verified on its own.
+    public struct Rejected: Error, Sendable, Hashable {
+        /// The id the unsigned item claims (not to be trusted; for matching only).
+        public var originalTransactionId: String?
+        public var failure: JWSVerificationFailure
+        /// The rejected JWS as received, for quarantine.
+        public var payload: String
+    }
+
     /// The environment that answered.
     public var environment: AppStoreEnvironment
     public var bundleId: String?
     public var appAppleId: Int64?
     public var groups: [Group]
+    /// Items that failed verification, left out of ``groups``.
+    public var rejected: [Rejected] = []
 
     /// Every subscription of every group.
     public var subscriptions: [Subscription] { groups.flatMap(\.subscriptions) }

@@ -102,8 +102,8 @@ extension AppStoreConfiguration {
         ]
         for (name, endpoint) in rateVariables {
             guard let raw = value(name) else { continue }
-            guard let rate = Double(raw), rate > 0, rate.isFinite else {
-                throw ConfigurationError(name, "must be a positive number of requests per second, not '\(raw.prefix(40))'")
+            guard let rate = Double(raw), rate >= 0.001, rate <= 1_000_000 else {
+                throw ConfigurationError(name, "must be a positive number of requests per second from 0.001 to 1000000, not '\(raw.prefix(40))'")
             }
             if environment == .sandbox { limits.sandbox[endpoint] = rate } else { limits.production[endpoint] = rate }
         }
@@ -134,10 +134,14 @@ extension AppStoreConfiguration {
             requestTimeout: timeout, retryPolicy: retry, strictX509: strict, tlsRootCertificates: tlsRoots, warnings: warnings)
     }
 
+    /// The longest request timeout or retry wait: a day. Longer values are typos, and values
+    /// past about 292 years do not fit the clocks' nanoseconds.
+    static let maximumSeconds: Double = 86_400
+
     private static func positiveNumber(_ raw: String?, _ name: String, default fallback: Double) throws(ConfigurationError) -> Double {
         guard let raw else { return fallback }
-        guard let v = Double(raw), v > 0, v.isFinite else {
-            throw ConfigurationError(name, "must be a positive number of seconds, not '\(raw.prefix(40))'")
+        guard let v = Double(raw), v > 0, v <= maximumSeconds else {
+            throw ConfigurationError(name, "must be a positive number of seconds up to \(Int(maximumSeconds)) (a day), not '\(raw.prefix(40))'")
         }
         return v
     }
@@ -148,6 +152,12 @@ extension AppStoreConfiguration {
         else { throw ConfigurationError(name, "must be an http(s) URL such as https://api.storekit.apple.com, not '\(raw.prefix(80))'") }
         guard url.query == nil, url.fragment == nil else {
             throw ConfigurationError(name, "must not have a query or fragment")
+        }
+        guard let host = url.host, !host.isEmpty else {
+            throw ConfigurationError(name, "must name a host, not '\(raw.prefix(80))'")
+        }
+        if let port = url.port, !(1...65_535).contains(port) {
+            throw ConfigurationError(name, "port \(port) is not a TCP port (1 to 65535)")
         }
         return url
     }

@@ -293,6 +293,9 @@ public struct Inspector: Sendable {
             report.signed += s.signedRenewalInfo == nil ? 1 : 2
         }
         report.document["subscriptions"] = .array(subscriptions)
+        for r in statuses.rejected {
+            report.fail("status: the item of \(r.originalTransactionId ?? "an unnamed subscription") failed verification: \(r.failure)")
+        }
 
         let history = await client.transactionHistory(for: transactionId, environment: env)
         guard case .success(let h) = history else { return report.finish(outcome: history, kind: "subscription", what: "history") }
