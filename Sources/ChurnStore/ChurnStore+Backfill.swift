@@ -22,8 +22,11 @@ public struct BackfillCohort: Sendable, Equatable {
     public var ids: [String]?
     /// The current segment is one of these; a subscription without a segment row is `unknown`.
     public var segments: [Segment] = []
-    /// The registered environment, `Production` or `Sandbox`.
+    /// The registered environment, `Production` or `Sandbox`; a subscription registered
+    /// without one (NULL) is in ``configuredEnvironment``.
     public var environment: String?
+    /// APPSTORE_ENVIRONMENT: the environment of subscriptions registered without one.
+    public var configuredEnvironment = "Production"
     /// Every registered subscription.
     public var all = false
 
@@ -140,7 +143,7 @@ extension ChurnStore {
         var conditions: [PostgresQuery] = []
         if !c.productIds.isEmpty { conditions.append("s.product_id = ANY(\(c.productIds))") }
         if let group = c.groupId { conditions.append("s.subscription_group_id = \(group)") }
-        if let environment = c.environment { conditions.append("s.environment = \(environment)") }
+        if let environment = c.environment { conditions.append("coalesce(s.environment, \(c.configuredEnvironment)) = \(environment)") }
         if let ids = c.ids { conditions.append("s.original_transaction_id = ANY(\(ids))") }
         if !c.segments.isEmpty {
             conditions.append("coalesce(g.segment, 'unknown') = ANY(\(c.segments.map(\.rawValue)))")

@@ -53,7 +53,8 @@ public struct SubscriptionPoller: Sendable {
     private func pollServerAPI(_ item: ClaimedItem, asOf: Date) async -> Result {
         let otid = item.originalTransactionId
         var calls: [AppStoreEndpoint: Int] = [:]
-        let registered = AppStoreEnvironment(rawValue: item.environment) ?? client.configuration.environment
+        // No environment registered (NULL): the configured one, at no extra call.
+        let registered = item.environment.flatMap(AppStoreEnvironment.init(rawValue:)) ?? client.configuration.environment
         var attempts = 0
         let (statusOutcome, environment) = await client.withEnvironmentFallback(startingWith: registered) { env in
             attempts += 1
