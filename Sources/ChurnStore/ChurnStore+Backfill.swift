@@ -128,7 +128,7 @@ public struct BackfillCounts: Sendable, Equatable {
     public var total = 0
     /// Never polled successfully (no product, group or purchase date known yet).
     public var neverPolled = 0
-    /// Registered with legacy receipt data (polled through verifyReceipt).
+    /// Registered with a legacy receipt alone (polled through verifyReceipt once, to learn the id).
     public var receiptOnly = 0
     /// Of the others, how many will probably need a history call without `--full-history`
     /// (never polled, or past the end of their period).
@@ -182,8 +182,8 @@ extension ChurnStore {
             let row = try db.query("""
                 SELECT count(*) AS total,
                        count(*) FILTER (WHERE s.last_success_at IS NULL) AS never_polled,
-                       count(*) FILTER (WHERE s.receipt_data IS NOT NULL) AS receipt_only,
-                       count(*) FILTER (WHERE s.receipt_data IS NULL
+                       count(*) FILTER (WHERE s.receipt_data IS NOT NULL AND s.original_transaction_id LIKE 'receipt:%') AS receipt_only,
+                       count(*) FILTER (WHERE s.original_transaction_id NOT LIKE 'receipt:%'
                                           AND (s.last_success_at IS NULL OR s.expires_at <= \(asOf))) AS likely_history
                 FROM (\(selection)) AS d
                 JOIN churnwatch.subscriptions s USING (original_transaction_id)

@@ -164,8 +164,12 @@ public struct SubscriptionImportParser: Sendable {
     static func validate(line: Int, otid: String?, token: String?, customerRef: String?, environment: String?, receipt: String?)
         -> Result<ImportRecord, ImportRejection>
     {
-        guard let otid else { return .failure(.init(line: line, reason: "original_transaction_id is empty")) }
-        guard otid.count <= 64, otid.unicodeScalars.allSatisfy({ $0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == "_" || $0 == "." }) else {
+        // A receipt alone: "" here; the row gets a placeholder key and its first poll learns the
+        // id from the receipt (ReceiptRegistration).
+        guard let otid = otid ?? receipt.map({ _ in "" }) else {
+            return .failure(.init(line: line, reason: "original_transaction_id is empty (give it, or receipt_data to learn it from)"))
+        }
+        guard otid.isEmpty || otid.count <= 64, otid.unicodeScalars.allSatisfy({ $0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == "_" || $0 == "." }) else {
             return .failure(.init(line: line, reason: "original_transaction_id \"\(otid.prefix(70))\" is not an App Store transaction id"))
         }
         var uuid: UUID?
