@@ -133,6 +133,24 @@ struct BackfillCohortTests {
         }
     }
 
+    @Test("--environment: a subscription registered without one (NULL) is in the configured environment")
+    func environmentNullIsTheConfiguredOne() async throws {
+        try await FreshDatabase.with { fresh in
+            let db = try fresh.connect()
+            try Self.seed(db)
+            try db.execute("INSERT INTO churnwatch.subscriptions (original_transaction_id) VALUES ('3001')")
+            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let sandboxDeployment = try await store.backfillCount(Self.cohort {
+                $0.environment = "Sandbox"; $0.configuredEnvironment = "Sandbox"
+            }, asOf: Self.asOf)
+            #expect(sandboxDeployment.total == 3, "1005, 2002 and the row without an environment")
+            let production = try await store.backfillCount(Self.cohort { $0.environment = "Sandbox" }, asOf: Self.asOf)
+            #expect(production.total == 2)
+            let productionRows = try await store.backfillCount(Self.cohort { $0.environment = "Production" }, asOf: Self.asOf)
+            #expect(productionRows.total == 7, "six registered as Production and the row without one")
+        }
+    }
+
     @Test("the stored record recognises the same cohort (ids in any order) and tells another apart")
     func sameWork() throws {
         let a = BackfillParams(cohort: Self.cohort { $0.ids = ["3", "1", "2"]; $0.productIds = ["b", "a"] }, fullHistory: true)
