@@ -152,6 +152,10 @@ let package = Package(
             dependencies: [
                 "AppStoreServerAPI",
                 "AppStoreModels",
+                // SubscriptionPoller against a scripted Apple (history cursor, receipts).
+                "Polling",
+                "ChurnStore",
+                "ChurnModel",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),

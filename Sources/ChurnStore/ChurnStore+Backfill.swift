@@ -22,8 +22,11 @@ public struct BackfillCohort: Sendable, Equatable {
     public var ids: [String]?
     /// The current segment is one of these; a subscription without a segment row is `unknown`.
     public var segments: [Segment] = []
-    /// The registered environment, `Production` or `Sandbox`.
+    /// The registered environment, `Production` or `Sandbox`; a subscription registered
+    /// without one (NULL) is in ``configuredEnvironment``.
     public var environment: String?
+    /// APPSTORE_ENVIRONMENT: the environment of subscriptions registered without one.
+    public var configuredEnvironment = "Production"
     /// Every registered subscription.
     public var all = false
 
@@ -125,7 +128,7 @@ public struct BackfillCounts: Sendable, Equatable {
     public var total = 0
     /// Never polled successfully (no product, group or purchase date known yet).
     public var neverPolled = 0
-    /// Registered with legacy receipt data (polled through verifyReceipt).
+    /// Registered with a legacy receipt alone (polled through verifyReceipt once, to learn the id).
     public var receiptOnly = 0
     /// Of the others, how many will probably need a history call without `--full-history`
     /// (never polled, or past the end of their period).
@@ -140,7 +143,7 @@ extension ChurnStore {
         var conditions: [PostgresQuery] = []
         if !c.productIds.isEmpty { conditions.append("s.product_id = ANY(\(c.productIds))") }
         if let group = c.groupId { conditions.append("s.subscription_group_id = \(group)") }
-        if let environment = c.environment { conditions.append("s.environment = \(environment)") }
+        if let environment = c.environment { conditions.append("coalesce(s.environment, \(c.configuredEnvironment)) = \(environment)") }
         if let ids = c.ids { conditions.append("s.original_transaction_id = ANY(\(ids))") }
         if !c.segments.isEmpty {
             conditions.append("coalesce(g.segment, 'unknown') = ANY(\(c.segments.map(\.rawValue)))")
@@ -179,8 +182,8 @@ extension ChurnStore {
             let row = try db.query("""
                 SELECT count(*) AS total,
                        count(*) FILTER (WHERE s.last_success_at IS NULL) AS never_polled,
-                       count(*) FILTER (WHERE s.receipt_data IS NOT NULL) AS receipt_only,
-                       count(*) FILTER (WHERE s.receipt_data IS NULL
+                       count(*) FILTER (WHERE s.receipt_data IS NOT NULL AND s.original_transaction_id LIKE 'receipt:%') AS receipt_only,
+                       count(*) FILTER (WHERE s.original_transaction_id NOT LIKE 'receipt:%'
                                           AND (s.last_success_at IS NULL OR s.expires_at <= \(asOf))) AS likely_history
                 FROM (\(selection)) AS d
                 JOIN churnwatch.subscriptions s USING (original_transaction_id)

@@ -38,6 +38,13 @@ extension ChurnStore {
                     if counts.rejections.count < 1000 { counts.rejections.append(rejection) }
                 })
             }
+            // Registered with a receipt alone: a placeholder key until the first poll learns the id.
+            try db.execute("""
+                UPDATE import_stage
+                SET original_transaction_id = \(ReceiptRegistration.placeholderPrefix)::text
+                                              || encode(sha256(convert_to(receipt_data, 'UTF8')), 'hex')
+                WHERE original_transaction_id = '' AND receipt_data IS NOT NULL
+                """)
             let distinct = try db.query("SELECT count(DISTINCT original_transaction_id) FROM import_stage")[0].decode(Int.self, at: 0)
             counts.duplicatesInFile = counts.read - distinct
             counts.inserted = try db.execute("""

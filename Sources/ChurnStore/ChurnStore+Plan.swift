@@ -4,7 +4,8 @@ import Postgres
 /// How many subscriptions a run would poll, by reason.
 public struct PlanCounts: Sendable, Equatable {
     public var byReason: [DueReason: Int] = [:]
-    /// Of the due, how many have legacy receipt data (polled through verifyReceipt).
+    /// Of the due, how many were registered with a legacy receipt alone (polled through
+    /// verifyReceipt once, to learn their id; ReceiptRegistration).
     public var receiptOnly = 0
     /// Of the due, how many will probably need a history call (never polled, or past renewal).
     public var likelyHistory = 0
@@ -65,7 +66,8 @@ extension ChurnStore {
     /// Counts what a run at `asOf` would poll. Writes nothing.
     public func planCounts(asOf: Date, windows: PlanWindows) async throws -> PlanCounts {
         let selection = Self.dueSelection(asOf: asOf, windows: windows, columns: """
-            , receipt_data IS NOT NULL AS receipt_only, (last_success_at IS NULL OR expires_at <= \(asOf)) AS likely_history
+            , (receipt_data IS NOT NULL AND original_transaction_id LIKE 'receipt:%') AS receipt_only,
+              (last_success_at IS NULL OR expires_at <= \(asOf)) AS likely_history
             """)
         return try await pool.withTransaction { db in
             try db.execute(Self.withoutJIT)

@@ -2,66 +2,6 @@ import ChurnModel
 import Foundation
 import Postgres
 
-/// A verified transaction to keep in `churnwatch.transactions`.
-public struct TransactionRecord: Sendable {
-    public var facts: TransactionFacts
-    /// The decoded payload as JSON (Apple's field names).
-    public var payload: PostgresJSON
-
-    public init(facts: TransactionFacts, payload: PostgresJSON) {
-        self.facts = facts
-        self.payload = payload
-    }
-}
-
-/// What polling one subscription produced; written with its batch in one transaction.
-public struct PollWrite: Sendable {
-    public struct Polled: Sendable {
-        /// The verified snapshot (for a stale answer: the stored one, unchanged).
-        public var snapshot: SubscriptionSnapshot
-        /// Apple's answer was older than the stored state: only poll times are written.
-        public var stale: Bool
-        /// The environment that answered (corrects a wrong registration).
-        public var environment: String
-        public var historyRevision: String?
-        public var receiptLatest: String?
-        public var transactions: [TransactionRecord]
-        public var events: [ChurnEvent]
-        public var segment: SegmentState
-        public var winback: WinbackDecision
-
-        public init(snapshot: SubscriptionSnapshot, stale: Bool, environment: String, historyRevision: String?,
-                    receiptLatest: String?, transactions: [TransactionRecord], events: [ChurnEvent],
-                    segment: SegmentState, winback: WinbackDecision) {
-            self.snapshot = snapshot
-            self.stale = stale
-            self.environment = environment
-            self.historyRevision = historyRevision
-            self.receiptLatest = receiptLatest
-            self.transactions = transactions
-            self.events = events
-            self.segment = segment
-            self.winback = winback
-        }
-    }
-
-    public enum Outcome: Sendable {
-        case polled(Polled)
-        /// The reason is kept on the item and the subscription; the stored state is untouched.
-        case failed(reason: String)
-    }
-
-    public var item: ClaimedItem
-    public var outcome: Outcome
-    public var quarantine: [QuarantinedPayload]
-
-    public init(item: ClaimedItem, outcome: Outcome, quarantine: [QuarantinedPayload] = []) {
-        self.item = item
-        self.outcome = outcome
-        self.quarantine = quarantine
-    }
-}
-
 /// What a batch commit wrote.
 public struct BatchCounts: Sendable, Equatable {
     public var polled = 0
@@ -85,14 +25,21 @@ extension ChurnStore {
 
         // Everything is turned into column arrays before the transaction starts.
         var fresh: [(PollWrite.Polled, ClaimedItem)] = []
-        var polledIds: [String] = [], polledEnvironments: [String] = []
+        var polledIds: [String] = [], polledEnvironments: [String] = [], polledItemIds: [String] = []
         var failedIds: [String] = [], failedReasons: [String] = []
+        var renames: (from: [String], to: [String]) = ([], [])
         for w in writes {
             switch w.outcome {
             case .polled(let p):
-                polledIds.append(w.item.originalTransactionId)
+                let item = w.subscriptionItem
+                if item.originalTransactionId != w.item.originalTransactionId {
+                    renames.from.append(w.item.originalTransactionId)
+                    renames.to.append(item.originalTransactionId)
+                }
+                polledIds.append(item.originalTransactionId)
+                polledItemIds.append(w.item.originalTransactionId)
                 polledEnvironments.append(p.environment)
-                if !p.stale { fresh.append((p, w.item)) }
+                if !p.stale { fresh.append((p, item)) }
             case .failed(let reason):
                 failedIds.append(w.item.originalTransactionId)
                 failedReasons.append(reason)
@@ -124,9 +71,11 @@ extension ChurnStore {
         let (sc, tc, ec, gc, qc, oc) = (s, t, e, g, q, o)
         let quarantineColumns = quarantine
         let (polledIdsC, polledEnvC, failedIdsC, failedReasonsC) = (polledIds, polledEnvironments, failedIds, failedReasons)
+        let (itemIdsC, renamesC) = (polledItemIds, renames)
 
         return try await pool.withTransaction { db in
             var counts = BatchCounts()
+            try Self.adoptLearnedIds(db, placeholders: renamesC.from, learned: renamesC.to)
             if !polledIdsC.isEmpty {
                 // One row version per polled subscription: the verified state and the polling
                 // bookkeeping in one UPDATE (rows whose stored state is newer, or that were
@@ -268,8 +217,8 @@ extension ChurnStore {
                          AS u(id, endpoint, reason, payload)
                     """)
             }
-            let outcomeIds = polledIdsC + failedIdsC
-            let outcomes = Array(repeating: "ok", count: polledIdsC.count) + failedReasonsC
+            let outcomeIds = itemIdsC + failedIdsC
+            let outcomes = Array(repeating: "ok", count: itemIdsC.count) + failedReasonsC
             let statuses = Array(repeating: "done", count: polledIdsC.count) + Array(repeating: "failed", count: failedIdsC.count)
             try db.execute("""
                 UPDATE churnwatch.run_items AS i SET status = u.status, outcome = u.outcome, finished_at = now(),

@@ -210,10 +210,14 @@ public struct SubscriptionImportParser: Sendable {
     static func validate(line: Int, otid: String?, token: String?, customerRef: String?, environment: String?, receipt: String?)
         -> Result<ImportRecord, ImportRejection>
     {
-        guard let otid else { return .failure(.init(line: line, reason: "original_transaction_id is empty")) }
+        // A receipt alone: "" here; the row gets a placeholder key and its first poll learns the
+        // id from the receipt (ReceiptRegistration).
+        guard let otid = otid ?? receipt.map({ _ in "" }) else {
+            return .failure(.init(line: line, reason: "original_transaction_id is empty (give it, or receipt_data to learn it from)"))
+        }
         // Apple's transaction ids are decimal numbers (up to 20 digits, a UInt64): anything else
         // would be imported and then fail every night.
-        guard (1...20).contains(otid.utf8.count), otid.utf8.allSatisfy({ (0x30...0x39).contains($0) }) else {
+        guard otid.isEmpty || ((1...20).contains(otid.utf8.count) && otid.utf8.allSatisfy({ (0x30...0x39).contains($0) })) else {
             return .failure(.init(line: line, reason: "original_transaction_id \(ImportText.quoted(otid, limit: 30)) is not an App Store transaction id (1 to 20 decimal digits)"))
         }
         var uuid: UUID?

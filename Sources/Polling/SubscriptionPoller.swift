@@ -21,8 +21,9 @@ public enum PollFailureClass: Sendable, Equatable {
 /// Asks Apple about one subscription and turns the verified answer into what the batch writer
 /// stores: snapshot, events, segment and win-back decision. Spends the budget carefully: one
 /// status call; a history call only when the stored history cannot explain the status (first
-/// poll, a new latest transaction, a revocation, or `--full-history`); verifyReceipt instead
-/// for subscriptions registered with receipt data only.
+/// poll, a new latest transaction, a revocation, or `--full-history`), through Apple's revision
+/// cursor; verifyReceipt only to learn the id of a subscriber registered with a receipt alone,
+/// and when the Server API knows the id in neither environment.
 public struct SubscriptionPoller: Sendable {
     public let client: AppStoreServerAPIClient
     public var policy: WinbackPolicy
@@ -39,13 +40,22 @@ public struct SubscriptionPoller: Sendable {
         public var failure: PollFailureClass?
         /// Apple calls made, by endpoint.
         public var calls: [AppStoreEndpoint: Int]
+        /// The App Store Server API knows the id in neither environment.
+        var notFound = false
     }
 
     public func poll(_ item: ClaimedItem, asOf: Date) async -> Result {
-        if let receipt = item.receiptData, !receipt.isEmpty {
+        let receipt = item.receiptData.flatMap { $0.isEmpty ? nil : $0 }
+        if let receipt, ReceiptRegistration.isPlaceholder(item.originalTransactionId) {
+            // Registered with a receipt alone: verifyReceipt this once, to learn the id.
             return await pollReceipt(item, receipt: receipt, asOf: asOf)
         }
-        return await pollServerAPI(item, asOf: asOf)
+        let result = await pollServerAPI(item, asOf: asOf)
+        guard let receipt, result.notFound else { return result }
+        // The Server API knows the id in neither environment: the receipt is all there is.
+        var fallback = await pollReceipt(item, receipt: receipt, asOf: asOf)
+        fallback.calls.merge(result.calls, uniquingKeysWith: +)
+        return fallback
     }
 
     // MARK: App Store Server API
@@ -53,7 +63,8 @@ public struct SubscriptionPoller: Sendable {
     private func pollServerAPI(_ item: ClaimedItem, asOf: Date) async -> Result {
         let otid = item.originalTransactionId
         var calls: [AppStoreEndpoint: Int] = [:]
-        let registered = AppStoreEnvironment(rawValue: item.environment) ?? client.configuration.environment
+        // No environment registered (NULL): the configured one, at no extra call.
+        let registered = item.environment.flatMap(AppStoreEnvironment.init(rawValue:)) ?? client.configuration.environment
         var attempts = 0
         let (statusOutcome, environment) = await client.withEnvironmentFallback(startingWith: registered) { env in
             attempts += 1
@@ -90,75 +101,41 @@ public struct SubscriptionPoller: Sendable {
         // History only when the stored state cannot explain the answer.
         var history: [TransactionFacts]? = nil
         var revision: String? = nil
+        var revoked: [TransactionFacts] = []
         let previous = item.snapshot
         let needsHistory = fullHistory || previous == nil || item.latestTransactionId != transaction.transactionId
             || (transaction.revocationDate != nil && previous?.revocationDate == nil)
             || (transaction.revocationDate == nil && previous?.revocationDate != nil)
         if needsHistory {
-            var filters = TransactionHistoryRequest(productTypes: [.autoRenewable])
-            if !fullHistory, let since = previous?.periodStart {
-                // Incremental: what was bought since the stored period began (with a day's margin).
-                filters.startDate = EpochMilliseconds(since.addingTimeInterval(-86_400))
+            let read: HistoryRead
+            switch await readHistory(item, latest: transaction, environment: environment, calls: &calls) {
+            case .read(let r): read = r
+            case .failed(let result): return result
             }
-            let outcome = await client.transactionHistory(for: otid, filters: filters, environment: environment)
-            calls[.transactionHistory, default: 0] += max(1, outcome.value?.pages ?? 1)
-            switch outcome {
-            case .success(let h):
-                var facts: [TransactionFacts] = []
-                for (payload, signed) in zip(h.transactions, h.signedTransactions) where payload.originalTransactionId == otid {
-                    guard let f = TransactionFacts(payload) else { continue }
-                    facts.append(f)
-                    if f.transactionId != transaction.transactionId {
-                        records.append(TransactionRecord(facts: f, payload: Self.signedPayload(signed) ?? Self.json(payload)))
-                    }
-                }
-                history = facts
-                revision = h.revision
-            default:
-                return failure(item, outcome, endpoint: .transactionHistory, calls: calls)
-            }
+            history = read.facts
+            revision = read.revision
+            records += read.records
+            revoked = read.newlyRevoked
         }
         let snapshot = SubscriptionSnapshot(status: entry.rawStatus.map(Int.init), transaction: transaction, renewal: renewal,
                                             history: history, asOf: asOf)
         return Result(write: decide(item, snapshot: snapshot, environment: environment.rawValue, revision: revision,
-                                    receiptLatest: nil, records: records, asOf: asOf),
-                      failure: nil, calls: calls)
-    }
-
-    // MARK: Legacy verifyReceipt
-
-    private func pollReceipt(_ item: ClaimedItem, receipt: String, asOf: Date) async -> Result {
-        let otid = item.originalTransactionId
-        let outcome = await client.verifyReceipt(receipt, excludeOldTransactions: false)
-        let calls: [AppStoreEndpoint: Int] = [.verifyReceipt: 1]
-        guard case .success(let result) = outcome else {
-            return failure(item, outcome, endpoint: .verifyReceipt, calls: calls)
-        }
-        let environment = result.environment.rawValue
-        let all = (result.response.latestReceiptInfo ?? []).compactMap { TransactionFacts(legacy: $0, environment: environment) }
-        guard let latest = SubscriptionSnapshot.latestTransaction(of: otid, in: all) else {
-            return Result(write: PollWrite(item: item, outcome: .failed(reason: "not found: the receipt has no transaction of \(otid)")),
-                          failure: .subscription, calls: calls)
-        }
-        let pending = (result.response.pendingRenewalInfo ?? []).first { $0.originalTransactionId == otid }
-            .map { RenewalFacts(legacy: $0, originalTransactionId: otid, environment: environment) }
-            ?? RenewalFacts.legacyCancelledDuringBillingTrouble(previous: item.snapshot, transaction: latest, asOf: asOf)
-        let mine = all.filter { $0.originalTransactionId == otid }
-        let snapshot = SubscriptionSnapshot(status: nil, transaction: latest, renewal: pending, history: mine, asOf: asOf)
-        let records = (result.response.latestReceiptInfo ?? []).filter { $0.originalTransactionId == otid }.compactMap { t in
-            TransactionFacts(legacy: t, environment: environment).map { TransactionRecord(facts: $0, payload: Self.json(t)) }
-        }
-        return Result(write: decide(item, snapshot: snapshot, environment: environment, revision: nil,
-                                    receiptLatest: result.latestReceipt, records: records, asOf: asOf),
+                                    receiptLatest: nil, records: records, asOf: asOf, revokedInHistory: revoked),
                       failure: nil, calls: calls)
     }
 
     // MARK: Deciding
 
-    private func decide(_ item: ClaimedItem, snapshot: SubscriptionSnapshot, environment: String, revision: String?,
-                        receiptLatest: String?, records: [TransactionRecord], asOf: Date) -> PollWrite {
+    func decide(_ item: ClaimedItem, snapshot: SubscriptionSnapshot, environment: String, revision: String?,
+                        receiptLatest: String?, records: [TransactionRecord], asOf: Date,
+                        revokedInHistory: [TransactionFacts] = []) -> PollWrite {
         let previous = item.snapshot
-        let detection = ChangeDetector.events(previous: previous, current: snapshot, asOf: asOf)
+        var detection = ChangeDetector.events(previous: previous, current: snapshot, asOf: asOf)
+        // Refunds of earlier transactions that history reported (issue 19): events of their own.
+        let earlier = ChangeDetector.earlierRevocations(in: revokedInHistory, previous: previous, current: snapshot, asOf: asOf)
+        if !earlier.isEmpty {
+            detection.events = (detection.events + earlier).sorted { $0.occurredAt < $1.occurredAt }
+        }
         if detection.stale, let previous {
             return PollWrite(item: item, outcome: .polled(.init(
                 snapshot: previous, stale: true, environment: environment, historyRevision: nil, receiptLatest: nil,
@@ -171,7 +148,7 @@ public struct SubscriptionPoller: Sendable {
             receiptLatest: receiptLatest, transactions: records, events: detection.events, segment: segment, winback: winback)))
     }
 
-    private func failure<T>(_ item: ClaimedItem, _ outcome: AppStoreOutcome<T>, endpoint: AppStoreEndpoint,
+    func failure<T>(_ item: ClaimedItem, _ outcome: AppStoreOutcome<T>, endpoint: AppStoreEndpoint,
                             calls: [AppStoreEndpoint: Int]) -> Result {
         let (reason, cls): (String, PollFailureClass)
         var quarantine: [QuarantinedPayload] = []
@@ -196,7 +173,9 @@ public struct SubscriptionPoller: Sendable {
             // "untrusted server: ...": the prefix by which a resumed run tries the item again.
             (reason, cls) = ("\(outcome)", .untrustedServer)
         }
-        return Result(write: PollWrite(item: item, outcome: .failed(reason: reason), quarantine: quarantine), failure: cls, calls: calls)
+        var result = Result(write: PollWrite(item: item, outcome: .failed(reason: reason), quarantine: quarantine), failure: cls, calls: calls)
+        if case .notFound = outcome { result.notFound = true }
+        return result
     }
 
     /// True when the stored snapshot already describes `transaction` as it is now (same id,

@@ -119,6 +119,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Event loop threads (default: one per core).")
     var threads: Int?
 
+    @Flag(help: "Reject bearer tokens without iat (401). Apple accepts them (its Python library sends none); for tests of churnwatch's own tokens.")
+    var requireIat = false
+
     func run() async throws {
         let config = try population.config()
         var options = SimulatorOptions()
@@ -132,6 +135,7 @@ struct Serve: AsyncParsableCommand {
         options.timeoutHoldMs = timeoutHoldMs
         options.faultRate = faultRate
         options.cacheCapacity = cacheCapacity
+        options.requireIssuedAt = requireIat
         options.faultKinds = try faultKinds.split(separator: ",").map {
             guard let k = PayloadFault(rawValue: String($0)) else { throw ValidationError("--fault-kinds: unknown kind \($0)") }
             return k

@@ -49,4 +49,16 @@ struct AppleOptions: ParsableArguments {
             throw CLIError.configuration(error.description)
         }
     }
+
+    /// What verifying signed data needs (roots, app, environment), without the In-App Purchase
+    /// key: `inspect JWS|FILE|-`. One line naming the setting (exit 78) when it is wrong.
+    func verificationSettings(logger: Logger) throws -> AppStoreVerificationSettings {
+        do {
+            let settings = try AppStoreVerificationSettings.fromEnvironment(ProcessInfo.processInfo.environment, overrides: overrides)
+            for warning in settings.warnings { logger.warning("\(warning)") }
+            return settings
+        } catch {
+            throw CLIError.configuration(error.description)
+        }
+    }
 }

@@ -185,6 +185,8 @@ struct BackfillCommand: AsyncParsableCommand {
             }
             return s
         }
+        let configured = (apple.environment ?? ProcessInfo.processInfo.environment["APPSTORE_ENVIRONMENT"])?.lowercased()
+        c.configuredEnvironment = configured == "sandbox" ? "Sandbox" : "Production"
         if let environment {
             switch environment.lowercased() {
             case "production": c.environment = "Production"

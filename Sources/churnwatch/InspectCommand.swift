@@ -9,7 +9,9 @@ struct InspectCommand: AsyncParsableCommand {
         abstract: "Decode and verify a signed payload or a whole API response, or ask Apple about one subscription now.",
         discussion: """
             churnwatch inspect JWS|FILE|-    verify against the configured roots; prints every decoded field as JSON
-            churnwatch inspect --otid ID     fetch status and full history for one subscription (writes nothing)
+                                             (needs APPSTORE_ROOT_CERTS, APPSTORE_BUNDLE_ID, APPSTORE_APP_APPLE_ID in
+                                             Production, APPSTORE_ENVIRONMENT; not the In-App Purchase key)
+            churnwatch inspect --otid ID     fetch status and full history for one subscription (writes nothing; needs the key)
             Exits 0 only when everything verified; 1 rejected or not found; 69 Apple unavailable; 78 bad configuration.
             """
     )
@@ -27,9 +29,9 @@ struct InspectCommand: AsyncParsableCommand {
         global.bootstrapLogging()
         try await reportingErrors {
             let logger = Logger(label: "churnwatch.inspect")
-            let config = try apple.configuration(logger: logger)
             let report: InspectionReport
             if let otid {
+                let config = try apple.configuration(logger: logger)
                 let client = AppStoreServerAPIClient(configuration: config)
                 report = await Inspector(configuration: config, client: client).inspectSubscription(otid)
             } else if let input {
@@ -37,7 +39,8 @@ struct InspectCommand: AsyncParsableCommand {
                 do { text = try Inspector.readInput(input) } catch {
                     throw CLIError.configuration("cannot read \(input): \(error.localizedDescription)")
                 }
-                report = await Inspector(configuration: config).inspect(text)
+                // Verifying needs the roots, the app and the environment; not the key.
+                report = await Inspector(verification: try apple.verificationSettings(logger: logger)).inspect(text)
             } else {
                 throw CLIError(description: "give a JWS, a file, - for standard input, or --otid ID", exitCode: 64)
             }

@@ -118,11 +118,36 @@ struct BackfillCohortTests {
             try Self.seed(try fresh.connect())
             let store = ChurnStore(pool: fresh.pool(size: 1))
             let all = try await store.backfillCount(Self.cohort { $0.all = true }, asOf: Self.asOf)
-            #expect(all.total == 8 && all.neverPolled == 2 && all.receiptOnly == 1)
+            // 1006 has a receipt and its id: it is polled through the Server API (issue 19).
+            #expect(all.total == 8 && all.neverPolled == 2 && all.receiptOnly == 0)
             // Never polled (2) need a history call; the others' periods have not ended.
             #expect(all.likelyHistory == 2)
+            // Registered with a receipt alone: verifyReceipt (to learn the id), no history call.
+            try fresh.connect().execute("""
+                INSERT INTO churnwatch.subscriptions (original_transaction_id, receipt_data) VALUES ('receipt:abc', 'UkVDRUlQVA==')
+                """)
+            let withPlaceholder = try await store.backfillCount(Self.cohort { $0.all = true }, asOf: Self.asOf)
+            #expect(withPlaceholder.total == 9 && withPlaceholder.receiptOnly == 1 && withPlaceholder.likelyHistory == 2)
             let ids = try await store.backfillCount(Self.cohort { $0.ids = ["1001", "nope", "nope", "also-nope"] }, asOf: Self.asOf)
             #expect(ids.total == 1 && ids.idsNotRegistered == 2)
+        }
+    }
+
+    @Test("--environment: a subscription registered without one (NULL) is in the configured environment")
+    func environmentNullIsTheConfiguredOne() async throws {
+        try await FreshDatabase.with { fresh in
+            let db = try fresh.connect()
+            try Self.seed(db)
+            try db.execute("INSERT INTO churnwatch.subscriptions (original_transaction_id) VALUES ('3001')")
+            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let sandboxDeployment = try await store.backfillCount(Self.cohort {
+                $0.environment = "Sandbox"; $0.configuredEnvironment = "Sandbox"
+            }, asOf: Self.asOf)
+            #expect(sandboxDeployment.total == 3, "1005, 2002 and the row without an environment")
+            let production = try await store.backfillCount(Self.cohort { $0.environment = "Sandbox" }, asOf: Self.asOf)
+            #expect(production.total == 2)
+            let productionRows = try await store.backfillCount(Self.cohort { $0.environment = "Production" }, asOf: Self.asOf)
+            #expect(productionRows.total == 7, "six registered as Production and the row without one")
         }
     }
 

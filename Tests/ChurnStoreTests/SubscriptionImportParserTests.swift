@@ -160,4 +160,14 @@ struct SubscriptionImportParserTests {
             #expect(!error.description.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0xFFFD })
         }
     }
+
+    @Test("a receipt without an id is accepted (the id is learned at its first poll); neither is rejected")
+    func receiptAlone() throws {
+        let csv = "original_transaction_id,app_account_token,customer_ref,environment,receipt_data\n,,a,,TUlJ+/w==\n,,b,,\n"
+        let (records, rejections) = try parse(csv)
+        #expect(records.map(\.originalTransactionId) == [""] && records.first?.receiptData == "TUlJ+/w==")
+        #expect(rejections.map(\.line) == [3] && rejections.first?.reason.contains("receipt_data") == true)
+        let (json, _) = try parse("{\"receipt_data\": \"TUlJ\", \"customer_ref\": \"c\"}\n")
+        #expect(json.map(\.originalTransactionId) == [""] && json.first?.customerRef == "c")
+    }
 }

@@ -24,7 +24,8 @@ struct BackfillTests {
             SELECT original_transaction_id FROM churnwatch.subscriptions WHERE product_id = \(product) AND environment = 'Production'
             """).map { try $0.decode(String.self, at: 0) })
         let receipts = try db.query("""
-            SELECT count(*) FROM churnwatch.subscriptions WHERE product_id = \(product) AND environment = 'Production' AND receipt_data IS NOT NULL
+            SELECT count(*) FROM churnwatch.subscriptions WHERE product_id = \(product) AND environment = 'Production'
+              AND receipt_data IS NOT NULL AND original_transaction_id LIKE 'receipt:%'  -- a receipt alone (issue 19)
             """)[0].decode(Int.self, at: 0)
         #expect(expected.count > 20)
 

@@ -706,13 +706,9 @@ def https_app(ck: Checker, args, workdir: str, world: srv.World, script: Script,
         r = ck.churnwatch(run, env)
         ck.check(r.returncode == 0, "https app, CA trusted: churnwatch run", night, "exit 0", f"exit {r.returncode}")
         expected = {o: expected_segment(t, now) for o, t in truth.items()}
-        for row in rows:
-            o = row["original_transaction_id"]
-            if row.get("receipt_data") and world.subs[o].renewal_removed and expected[o] == "churned_voluntary":
-                # A receipt-only subscription cancelled during billing trouble is gone from
-                # pending_renewal_info (fact sheet §7): a first poll sees an expiry without an
-                # intent. Only a poll that saw the billing trouble can tell (the main nights check that).
-                expected[o] = "churned_other"
+        # Subscriptions registered with an id and a receipt are polled through the Server API
+        # from their first poll (issue 19), which names the expiration intent even when the
+        # receipt's pending_renewal_info lost it: no exception for them any more.
         check_segments(ck, url, script, rows, expected, night, "https app")
     finally:
         server.stop()

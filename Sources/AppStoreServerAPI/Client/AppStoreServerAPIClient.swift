@@ -127,12 +127,14 @@ public final class AppStoreServerAPIClient: Sendable {
     /// transaction is verified.
     public func transactionHistory(
         for transactionId: String, filters: TransactionHistoryRequest = TransactionHistoryRequest(),
-        environment: AppStoreEnvironment? = nil, maximumPages: Int = 10_000
+        environment: AppStoreEnvironment? = nil, maximumPages: Int = 10_000, since stored: String? = nil
     ) async -> AppStoreOutcome<VerifiedTransactionHistory> {
         let env = environment ?? configuration.environment
         var history = VerifiedTransactionHistory(
-            environment: env, bundleId: nil, appAppleId: nil, transactions: [], signedTransactions: [], revision: nil, pages: 0)
-        var revision: String?
+            environment: env, bundleId: nil, appAppleId: nil, transactions: [], signedTransactions: [], revision: stored, pages: 0)
+        // A stored final revision returns what was added or modified since (with the filters it
+        // was issued for); Apple answers 400 InvalidRequestRevision (4000005) to one it rejects.
+        var revision: String? = stored
         while true {
             let response = await send(.transactionHistory, env, path: "/inApps/v2/history/\(Self.escape(transactionId))",
                                       query: filters.queryItems(revision: revision))

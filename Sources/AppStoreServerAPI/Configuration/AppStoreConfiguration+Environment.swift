@@ -47,23 +47,14 @@ extension AppStoreConfiguration {
     public static func fromEnvironment(
         _ env: [String: String], overrides: [String: String] = [:]
     ) throws(ConfigurationError) -> AppStoreConfiguration {
-        let values = env.merging(overrides) { _, new in new }
-        func value(_ name: String) -> String? {
-            guard let v = values[name]?.trimmingCharacters(in: .whitespacesAndNewlines), !v.isEmpty else { return nil }
-            return v
-        }
+        let values = SettingValues(env.merging(overrides) { _, new in new })
+        func value(_ name: String) -> String? { values[name] }
         func required(_ name: String, _ what: String) throws(ConfigurationError) -> String {
-            guard let v = value(name) else { throw ConfigurationError(name, "required: \(what)") }
-            return v
+            try values.required(name, what)
         }
         var warnings: [String] = []
 
-        let environment: AppStoreEnvironment
-        switch value(Variable.environment)?.lowercased() {
-        case nil, "production": environment = .production
-        case "sandbox": environment = .sandbox
-        case let other?: throw ConfigurationError(Variable.environment, "must be Production or Sandbox, not '\(other.prefix(40))'")
-        }
+        let environment = try parseEnvironment(value(Variable.environment))
 
         let issuerId = try required(Variable.issuerId, "the issuer ID from App Store Connect")
         if UUID(uuidString: issuerId) == nil {
@@ -72,15 +63,7 @@ extension AppStoreConfiguration {
         let keyId = try required(Variable.keyId, "the ID of the In-App Purchase key")
         let bundleId = try required(Variable.bundleId, "the app's bundle ID")
 
-        var appAppleId: Int64?
-        if let raw = value(Variable.appAppleId) {
-            guard let id = Int64(raw), id > 0 else {
-                throw ConfigurationError(Variable.appAppleId, "must be a positive integer, not '\(raw.prefix(40))'")
-            }
-            appAppleId = id
-        } else if environment == .production {
-            throw ConfigurationError(Variable.appAppleId, "required in Production (the app's Apple ID, a number)")
-        }
+        let appAppleId = try parseAppAppleId(value(Variable.appAppleId), environment: environment)
 
         let keyPath = try required(Variable.privateKeyPath, "path of the .p8 In-App Purchase key")
         let key = try loadPrivateKey(at: keyPath, warnings: &warnings)
@@ -118,14 +101,7 @@ extension AppStoreConfiguration {
         }
         retry.maxTotalWait = try positiveNumber(value(Variable.maxRetryWait), Variable.maxRetryWait, default: retry.maxTotalWait)
 
-        var strict = false
-        if let raw = value(Variable.strictX509)?.lowercased() {
-            switch raw {
-            case "1", "true", "yes", "on": strict = true
-            case "0", "false", "no", "off": strict = false
-            default: throw ConfigurationError(Variable.strictX509, "must be true or false, not '\(raw.prefix(40))'")
-            }
-        }
+        let strict = try parseStrictX509(value(Variable.strictX509))
 
         return AppStoreConfiguration(
             issuerId: issuerId, keyId: keyId, signingKey: key, bundleId: bundleId, appAppleId: appAppleId,

@@ -30,13 +30,19 @@ public struct Inspector: Sendable {
     ///   - environment: the environment payloads must name; the configured one by default.
     ///   - client: needed only for ``inspectSubscription(_:)``.
     public init(configuration: AppStoreConfiguration, environment: AppStoreEnvironment? = nil, client: AppStoreServerAPIClient? = nil) {
+        self.init(verification: configuration.verificationSettings, environment: environment, client: client)
+    }
+
+    /// An inspector of signed data alone (no key, no calls to Apple: ``inspectSubscription(_:)``
+    /// answers that it needs a client).
+    public init(verification: AppStoreVerificationSettings, environment: AppStoreEnvironment? = nil, client: AppStoreServerAPIClient? = nil) {
         self.verifier = client?.verifier ?? SignedDataVerifier(
-            rootCertificates: configuration.rootCertificates, bundleId: configuration.bundleId,
-            options: .init(strictX509: configuration.strictX509))
+            rootCertificates: verification.rootCertificates, bundleId: verification.bundleId,
+            options: .init(strictX509: verification.strictX509))
         self.client = client
-        self.bundleId = configuration.bundleId
-        self.appAppleId = configuration.appAppleId
-        self.environment = environment ?? configuration.environment
+        self.bundleId = verification.bundleId
+        self.appAppleId = verification.appAppleId
+        self.environment = environment ?? verification.environment
     }
 
     /// The text to inspect from a command-line argument: `-` reads standard input, an existing

@@ -4,24 +4,42 @@ import Foundation
 
 /// Checks App Store Server API bearer tokens as Apple does: ES256 over `header.claims` with the
 /// API key, header `alg` ES256 / `kid` / `typ` JWT, claims `iss`, `aud` = appstoreconnect-v1,
-/// `bid`, and `iat`/`exp` with a lifetime of at most 60 minutes.
+/// `bid`, and `exp` at most 60 minutes after `iat`.
+///
+/// `iat` is optional, as it is at Apple: Apple's own Python library (app-store-server-library
+/// 3.1.2) sends none, and Apple accepts its tokens. Without `iat` the token's remaining lifetime
+/// (`exp - now`) must be at most 60 minutes. ``requireIssuedAt`` makes a missing `iat` a
+/// rejection (`missingIssuedAt`): for tests of churnwatch's own tokens, which always carry one.
 public struct APITokenVerifier: Sendable {
     public let issuerId: String
     public let keyId: String
     public let bundleId: String
     public let publicKey: P256.Signing.PublicKey
+    /// Reject tokens without `iat` (stricter than Apple).
+    public let requireIssuedAt: Bool
+
+    /// The claims as received: `iat` may be absent.
+    struct ReceivedClaims: Decodable {
+        var iss: String
+        var iat: Int64?
+        var exp: Int64
+        var aud: String
+        var bid: String
+    }
 
     /// Why a token was refused (logged in stats; the client only sees 401).
     public enum Rejection: String, Error, Sendable, CaseIterable {
         case missing, malformed, algorithm, keyId, signature, issuer, audience, bundleId, expired
-        case notYetValid, lifetimeTooLong
+        case notYetValid, lifetimeTooLong, missingIssuedAt
     }
 
-    public init(issuerId: String, keyId: String, bundleId: String, publicKey: P256.Signing.PublicKey) {
+    public init(issuerId: String, keyId: String, bundleId: String, publicKey: P256.Signing.PublicKey,
+                requireIssuedAt: Bool = false) {
         self.issuerId = issuerId
         self.keyId = keyId
         self.bundleId = bundleId
         self.publicKey = publicKey
+        self.requireIssuedAt = requireIssuedAt
     }
 
     /// Verifies an `Authorization` header value at `now` (UNIX seconds, wall clock); returns the
@@ -30,7 +48,7 @@ public struct APITokenVerifier: Sendable {
         guard let authorization, authorization.hasPrefix("Bearer ") else { throw .missing }
         let token = authorization.dropFirst(7).trimmingCharacters(in: .whitespaces)
         guard let jws = try? CompactJWS(token), let header = try? jws.decodeHeader(),
-            let claims = try? jws.decodePayload(AppStoreAPIClaims.self)
+            let claims = try? jws.decodePayload(ReceivedClaims.self)
         else { throw .malformed }
         guard header.alg == "ES256" else { throw .algorithm }
         if let typ = header.typ, typ != "JWT" { throw .malformed }
@@ -42,9 +60,15 @@ public struct APITokenVerifier: Sendable {
         guard claims.iss == issuerId else { throw .issuer }
         guard claims.aud == AppStoreAPIClaims.audience else { throw .audience }
         guard claims.bid == bundleId else { throw .bundleId }
-        guard claims.exp - claims.iat <= 3600 else { throw .lifetimeTooLong }
+        guard let iat = claims.iat else {
+            if requireIssuedAt { throw .missingIssuedAt }
+            guard claims.exp > now else { throw .expired }
+            guard claims.exp - now <= 3600 else { throw .lifetimeTooLong }
+            return claims.exp
+        }
+        guard claims.exp - iat <= 3600 else { throw .lifetimeTooLong }
         guard claims.exp > now else { throw .expired }
-        guard claims.iat <= now + 60 else { throw .notYetValid }
+        guard iat <= now + 60 else { throw .notYetValid }
         return claims.exp
     }
 

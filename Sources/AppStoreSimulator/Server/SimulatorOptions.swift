@@ -38,6 +38,9 @@ public struct SimulatorOptions: Sendable {
     public var cacheCapacity = 120_000
     /// How long a "timeout" holds the connection before closing it.
     public var timeoutHoldMs = 120_000
+    /// Reject bearer tokens without `iat` (401), stricter than Apple, which accepts them (its
+    /// own Python library sends none): for tests of churnwatch's own tokens.
+    public var requireIssuedAt = false
 
     public init() {}
 }

@@ -99,7 +99,7 @@ public final class SimulatorService: Sendable {
         self.options = options
         verifier = APITokenVerifier(
             issuerId: identity.issuerId, keyId: identity.keyId, bundleId: population.config.bundleId,
-            publicKey: identity.apiKey.publicKey)
+            publicKey: identity.apiKey.publicKey, requireIssuedAt: options.requireIssuedAt)
         header = ByteBuffer(string: identity.chain.encodedHeader + ".")
         rogueHeader = ByteBuffer(string: identity.rogueChain.encodedHeader + ".")
         let kinds = options.faultKinds

@@ -1,0 +1,68 @@
+import ChurnModel
+import Foundation
+import Postgres
+
+/// A verified transaction to keep in `churnwatch.transactions`.
+public struct TransactionRecord: Sendable {
+    public var facts: TransactionFacts
+    /// The decoded payload as JSON (Apple's field names).
+    public var payload: PostgresJSON
+
+    public init(facts: TransactionFacts, payload: PostgresJSON) {
+        self.facts = facts
+        self.payload = payload
+    }
+}
+
+/// What polling one subscription produced; written with its batch in one transaction.
+public struct PollWrite: Sendable {
+    public struct Polled: Sendable {
+        /// The verified snapshot (for a stale answer: the stored one, unchanged).
+        public var snapshot: SubscriptionSnapshot
+        /// Apple's answer was older than the stored state: only poll times are written.
+        public var stale: Bool
+        /// The environment that answered (corrects a wrong registration).
+        public var environment: String
+        public var historyRevision: String?
+        public var receiptLatest: String?
+        public var transactions: [TransactionRecord]
+        public var events: [ChurnEvent]
+        public var segment: SegmentState
+        public var winback: WinbackDecision
+
+        public init(snapshot: SubscriptionSnapshot, stale: Bool, environment: String, historyRevision: String?,
+                    receiptLatest: String?, transactions: [TransactionRecord], events: [ChurnEvent],
+                    segment: SegmentState, winback: WinbackDecision) {
+            self.snapshot = snapshot
+            self.stale = stale
+            self.environment = environment
+            self.historyRevision = historyRevision
+            self.receiptLatest = receiptLatest
+            self.transactions = transactions
+            self.events = events
+            self.segment = segment
+            self.winback = winback
+        }
+    }
+
+    public enum Outcome: Sendable {
+        case polled(Polled)
+        /// The reason is kept on the item and the subscription; the stored state is untouched.
+        case failed(reason: String)
+    }
+
+    public var item: ClaimedItem
+    public var outcome: Outcome
+    public var quarantine: [QuarantinedPayload]
+    /// The real id a subscriber registered with a receipt alone turned out to have: its row is
+    /// re-keyed to it (``ReceiptRegistration``).
+    public var learnedOriginalTransactionId: String?
+
+    public init(item: ClaimedItem, outcome: Outcome, quarantine: [QuarantinedPayload] = [],
+                learnedOriginalTransactionId: String? = nil) {
+        self.item = item
+        self.outcome = outcome
+        self.quarantine = quarantine
+        self.learnedOriginalTransactionId = learnedOriginalTransactionId
+    }
+}
