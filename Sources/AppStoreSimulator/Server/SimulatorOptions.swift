@@ -38,6 +38,8 @@ public struct SimulatorOptions: Sendable {
     public var cacheCapacity = 120_000
     /// How long a "timeout" holds the connection before closing it.
     public var timeoutHoldMs = 120_000
+    /// Notifications V2: whether the app has a notification URL, and which changes it hears of.
+    public var notifications = NotificationOptions()
 
     public init() {}
 }

@@ -74,7 +74,7 @@ extension SimulatorService {
                 guard let t = SimTime.parse(s) else { return bad("to wants an ISO 8601 time") }
                 to = t
             }
-            return .json(200, TruthReport.events(population, from: from, to: to))
+            return .json(200, TruthReport.events(population, from: from, to: to, notification: notificationUUID(of:)))
         case ("GET", "/_sim/info"):
             var w = JSONWriter()
             w.beginObject()
@@ -86,6 +86,8 @@ extension SimulatorService {
             w.int("app_apple_id", population.config.appAppleId)
             w.endObject()
             return .json(200, w.bytes)
+        case ("GET", "/_sim/notifications"):
+            return notificationsTruth(q) ?? bad("from and to want ISO 8601 times")
         default:
             return SimResponse(status: 404)
         }

@@ -20,6 +20,7 @@ public final class SimulatorService: Sendable {
     private let tokens = NIOLockedValueBox([String: Int64]())
     private let requestCounter = NIOLockedValueBox<UInt64>(0)
     let cache: SignedCache
+    let notificationIndexBox = NIOLockedValueBox<NotificationIndex?>(nil)
 
     public init(population: Population, identity: SimulatorIdentity, clock: SimClock, options: SimulatorOptions) {
         self.population = population
@@ -78,6 +79,9 @@ public final class SimulatorService: Sendable {
         if parts.count == 5, parts[2] == "v1", parts[3] == "subscriptions" { return ("subscriptions", parts[4]) }
         if parts.count == 5, parts[2] == "v2", parts[3] == "history" { return ("history", parts[4]) }
         if parts.count == 5, parts[2] == "v1", parts[3] == "transactions" { return ("transactions", parts[4]) }
+        if parts.count == 5, parts[2] == "v1", parts[3] == "notifications", parts[4] == "history" {
+            return ("notification_history", "")
+        }
         if parts.count == 6, parts[2] == "v2", parts[3] == "refund", parts[4] == "lookup" { return ("refund_lookup", parts[5]) }
         return ("other", nil)
     }
@@ -150,6 +154,7 @@ public final class SimulatorService: Sendable {
             case "history": response = try history(id: id, query: req.query, env: req.environment, now: now)
             case "transactions": response = try transactionInfo(id: id, env: req.environment, now: now)
             case "refund_lookup": response = try refunds(id: id, query: req.query, env: req.environment, now: now)
+            case "notification_history": response = try notificationHistory(req, now: now)
             default: throw AppleError(404, 4_040_000, "Not found.")
             }
         } catch {
