@@ -65,8 +65,9 @@ struct Serve: AsyncParsableCommand {
         abstract: "Serve Apple's endpoints and /_sim/* on 127.0.0.1.",
         discussion: """
             Endpoints: GET /inApps/v1/subscriptions/{id}, /inApps/v2/history/{id}, /inApps/v1/transactions/{id}, \
-            /inApps/v2/refund/lookup/{id} (ES256 JWT required), POST /verifyReceipt; GET /_sim/clock, \
-            POST /_sim/clock?advance=1d|?set=ISO, GET /_sim/stats, /_sim/truth?at=ISO, /_sim/events?from=ISO&to=ISO, /_sim/info.
+            /inApps/v2/refund/lookup/{id}, POST /inApps/v1/notifications/history (ES256 JWT required), POST /verifyReceipt; \
+            GET /_sim/clock, POST /_sim/clock?advance=1d|?set=ISO, GET /_sim/stats, /_sim/truth?at=ISO, \
+            /_sim/events?from=ISO&to=ISO, /_sim/notifications?from=ISO&to=ISO, /_sim/info.
             """)
 
     @OptionGroup var population: PopulationOptions
@@ -116,6 +117,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Subscribers whose signed status is cached (about 1.3 KB each).")
     var cacheCapacity = 120_000
 
+    @OptionGroup var notifications: NotificationFlags
+
     @Option(help: "Event loop threads (default: one per core).")
     var threads: Int?
 
@@ -136,6 +139,7 @@ struct Serve: AsyncParsableCommand {
         options.faultRate = faultRate
         options.cacheCapacity = cacheCapacity
         options.requireIssuedAt = requireIat
+        options.notifications = try notifications.options()
         options.faultKinds = try faultKinds.split(separator: ",").map {
             guard let k = PayloadFault(rawValue: String($0)) else { throw ValidationError("--fault-kinds: unknown kind \($0)") }
             return k

@@ -42,6 +42,8 @@ public struct TruthEvent: Sendable, Hashable {
     public var kind: TruthEventKind
     /// Old and new values, flat (string or integer values).
     public var details: [(key: String, value: DetailValue)]
+    /// Position of the timeline event it comes from (one change can be several events).
+    public var eventIndex = 0
 
     public enum DetailValue: Sendable, Hashable {
         case string(String)

@@ -256,9 +256,9 @@ public struct SubscriptionState: Sendable, Hashable {
         var s = SubscriptionState(at: .min)
         var none: [SimTransaction]? = nil
         var out: [TruthEvent] = []
-        for e in events {
+        for (k, e) in events.enumerated() {
             for (kind, details) in s.apply(e, catalog: catalog, transactions: &none, truth: true) {
-                out.append(TruthEvent(subscriber: subscriber, time: e.time, kind: kind, details: details))
+                out.append(TruthEvent(subscriber: subscriber, time: e.time, kind: kind, details: details, eventIndex: k))
             }
         }
         return out

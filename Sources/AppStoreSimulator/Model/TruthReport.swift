@@ -39,8 +39,12 @@ public enum TruthReport {
     }
 
     /// `{"from": ISO, "to": ISO, "events": [{"original_transaction_id", "event", "occurred_at",
-    /// "details"}]}` for events with `from <= time < to`, by time then subscription.
-    public static func events(_ population: Population, from: Int64, to: Int64) -> [UInt8] {
+    /// "details"}]}` for events with `from <= time < to`, by time then subscription. With
+    /// `notification` (the UUID of the notification that reported an event, nil for none), each
+    /// event also says `notified` and `notification_uuid`.
+    public static func events(
+        _ population: Population, from: Int64, to: Int64, notification: ((TruthEvent) -> String?)? = nil
+    ) -> [UInt8] {
         let events = population.truthEvents(from: from, to: to)
         var w = JSONWriter(capacity: events.count * 200 + 64)
         w.beginObject()
@@ -52,6 +56,11 @@ public enum TruthReport {
             w.string("original_transaction_id", population.originalTransactionId(e.subscriber))
             w.string("event", e.kind.rawValue)
             w.date("occurred_at", e.time)
+            if let notification {
+                let uuid = notification(e)
+                w.bool("notified", uuid != nil)
+                w.string("notification_uuid", uuid)
+            }
             w.beginObject("details")
             for (k, v) in e.details {
                 if k == "transaction_index", case .int(let index) = v {

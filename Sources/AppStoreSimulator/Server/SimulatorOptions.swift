@@ -41,6 +41,8 @@ public struct SimulatorOptions: Sendable {
     /// Reject bearer tokens without `iat` (401), stricter than Apple, which accepts them (its
     /// own Python library sends none): for tests of churnwatch's own tokens.
     public var requireIssuedAt = false
+    /// Notifications V2: whether the app has a notification URL, and which changes it hears of.
+    public var notifications = NotificationOptions()
 
     public init() {}
 }

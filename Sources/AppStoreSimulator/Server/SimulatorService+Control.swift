@@ -1,0 +1,95 @@
+import AppStoreModels
+import Foundation
+
+extension SimulatorService {
+    // MARK: verifyReceipt
+
+    func verifyReceipt(_ req: SimRequest) -> SimResponse {
+        func status(_ s: Int) -> SimResponse {
+            .json(200, VerifyReceiptResponse(status: s, environment: req.environment.rawValue))
+        }
+        guard req.method == "POST" else { return status(21000) }
+        guard let body = try? JSONDecoder().decode(VerifyReceiptRequest.self, from: Data(req.body)),
+            Population.decodeBase64(body.receiptData) != nil
+        else { return status(21002) }
+        let now = clock.now()
+        guard let i = population.subscriber(forReceipt: body.receiptData), population.exists(i, at: now) else {
+            return status(21003)
+        }
+        if population.isSandbox(i) && req.environment == .production { return status(21007) }
+        if !population.isSandbox(i) && req.environment == .sandbox { return status(21008) }
+        guard body.password == identity.sharedSecret else { return status(21004) }
+        return .json(200, population.verifyReceiptResponse(
+            i, at: now, receiptData: body.receiptData, excludeOld: body.excludeOldTransactions ?? false))
+    }
+
+    // MARK: /_sim
+
+    func control(_ req: SimRequest) -> SimResponse {
+        func bad(_ message: String) -> SimResponse {
+            var w = JSONWriter()
+            w.beginObject()
+            w.string("error", message)
+            w.endObject()
+            return .json(400, w.bytes)
+        }
+        func clockBody() -> SimResponse {
+            var w = JSONWriter()
+            w.beginObject()
+            w.date("now", clock.now())
+            w.endObject()
+            return .json(200, w.bytes)
+        }
+        let q = Dictionary(req.query, uniquingKeysWith: { _, last in last })
+        switch (req.method, req.path) {
+        case ("GET", "/_sim/clock"):
+            return clockBody()
+        case ("POST", "/_sim/clock"):
+            if let a = q["advance"] {
+                guard let ms = SimTime.parseDuration(a) else { return bad("advance wants a duration such as 1d, 12h, 90m") }
+                clock.advance(by: ms)
+            } else if let s = q["set"] {
+                guard let ms = SimTime.parse(s) else { return bad("set wants an ISO 8601 time") }
+                clock.set(ms)
+            } else {
+                return bad("POST /_sim/clock wants ?advance=DURATION or ?set=ISO8601")
+            }
+            return clockBody()
+        case ("GET", "/_sim/stats"):
+            return .json(200, stats.withLockedValue { $0.json() })
+        case ("GET", "/_sim/truth"):
+            var at = clock.now()
+            if let s = q["at"] {
+                guard let t = SimTime.parse(s) else { return bad("at wants an ISO 8601 time") }
+                at = t
+            }
+            return .json(200, TruthReport.truth(population, at: at, fault: { self.fault($0)?.rawValue }))
+        case ("GET", "/_sim/events"):
+            var from = population.config.start, to = clock.now()
+            if let s = q["from"] {
+                guard let t = SimTime.parse(s) else { return bad("from wants an ISO 8601 time") }
+                from = t
+            }
+            if let s = q["to"] {
+                guard let t = SimTime.parse(s) else { return bad("to wants an ISO 8601 time") }
+                to = t
+            }
+            return .json(200, TruthReport.events(population, from: from, to: to, notification: notificationUUID(of:)))
+        case ("GET", "/_sim/info"):
+            var w = JSONWriter()
+            w.beginObject()
+            w.int("subscribers", Int64(population.count))
+            w.string("seed", String(population.config.seed))
+            w.date("start", population.config.start)
+            w.date("now", clock.now())
+            w.string("bundle_id", population.config.bundleId)
+            w.int("app_apple_id", population.config.appAppleId)
+            w.endObject()
+            return .json(200, w.bytes)
+        case ("GET", "/_sim/notifications"):
+            return notificationsTruth(q) ?? bad("from and to want ISO 8601 times")
+        default:
+            return SimResponse(status: 404)
+        }
+    }
+}
