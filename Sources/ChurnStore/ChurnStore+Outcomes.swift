@@ -6,6 +6,8 @@ import Postgres
 /// events and prices.
 struct RetentionColumns {
     var ids: [String] = [], renewalPrices: [Int64?] = [], renewalCurrencies: [String?] = []
+    /// Apple's `eligibleWinBackOfferIds` now, best first (JSON arrays).
+    var winBackOffers: [PostgresJSON] = []
     var events: [String: [ChurnEvent]] = [:]
     /// The price a save keeps: the next renewal's, else the current period's.
     var keptPrice: [String: (Int64?, String?)] = [:]
@@ -15,13 +17,15 @@ struct RetentionColumns {
         ids.append(id)
         renewalPrices.append(s.renewalPrice)
         renewalCurrencies.append(s.renewalPrice == nil ? nil : s.renewalCurrency)
+        winBackOffers.append((try? PostgresJSON(encoding: s.eligibleWinBackOfferIds)) ?? PostgresJSON(text: "[]"))
         if !p.events.isEmpty { events[id] = p.events }
         keptPrice[id] = s.renewalPrice != nil ? (s.renewalPrice, s.renewalCurrency) : (s.price, s.currency)
     }
 }
 
 extension ChurnStore {
-    /// Inside the poll-results commit: the renewal price on `subscription_segments`, and the
+    /// Inside the poll-results commit: the renewal price on `subscription_segments`, Apple's
+    /// current win-back offer ids on pending `winback_offer` entries, and the
     /// outcome of every open win-back entry (treated or held out) of the polled subscriptions,
     /// by `RetentionOutcomeRules` at `asOf`.
     static func retentionRecord(_ db: PostgresConnection, _ r: RetentionColumns, asOf: Date) throws {
@@ -31,6 +35,13 @@ extension ChurnStore {
             FROM unnest(\(r.ids)::text[], \(r.renewalPrices)::bigint[], \(r.renewalCurrencies)::text[]) AS u(id, price, currency)
             WHERE g.original_transaction_id = u.id
               AND (g.renewal_price IS DISTINCT FROM u.price OR g.renewal_currency IS DISTINCT FROM u.currency)
+            """)
+        try db.execute("""
+            UPDATE churnwatch.winback_queue AS w SET offer_ids = u.offers, updated_at = now()
+            FROM (SELECT id, coalesce((SELECT array_agg(x) FROM jsonb_array_elements_text(o) AS x), '{}') AS offers
+                  FROM unnest(\(r.ids)::text[], \(r.winBackOffers)::jsonb[]) AS v(id, o)) AS u
+            WHERE w.original_transaction_id = u.id AND w.campaign = 'winback_offer' AND w.status = 'pending'
+              AND w.offer_ids IS DISTINCT FROM u.offers
             """)
         let open = try db.query("""
             SELECT id, original_transaction_id, campaign, expires_at FROM churnwatch.winback_queue

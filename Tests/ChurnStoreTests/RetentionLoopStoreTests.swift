@@ -11,14 +11,16 @@ struct RetentionLoopStoreTests {
     static let day: TimeInterval = 86_400
 
     /// A monthly subscription bought at t0 - 10 days, auto-renew as given, priced 9.99 USD.
-    static func snapshot(_ otid: String, autoRenew: Bool, at: Date) -> SubscriptionSnapshot {
+    /// With `winBack`: expired by the customer, Apple listing those win-back offers.
+    static func snapshot(_ otid: String, autoRenew: Bool, at: Date, winBack: [String]? = nil) -> SubscriptionSnapshot {
         let tx = TransactionFacts(originalTransactionId: otid, transactionId: "t-\(otid)", webOrderLineItemId: "w-\(otid)",
                                   productId: "pro.monthly", purchaseDate: t0 - 10 * day, originalPurchaseDate: t0 - 10 * day,
                                   expiresDate: t0 + 20 * day, price: 9_990, currency: "USD")
         let renewal = RenewalFacts(originalTransactionId: otid, autoRenewProductId: "pro.monthly", productId: "pro.monthly",
-                                   autoRenewStatus: autoRenew ? 1 : 0, renewalDate: t0 + 20 * day, renewalPrice: 9_990,
-                                   currency: "USD", signedDate: at)
-        return SubscriptionSnapshot(status: 1, transaction: tx, renewal: renewal, asOf: at)
+                                   autoRenewStatus: autoRenew ? 1 : 0, expirationIntent: winBack == nil ? nil : 1,
+                                   renewalDate: t0 + 20 * day, renewalPrice: 9_990, currency: "USD", eligibleWinBackOfferIds: winBack,
+                                   signedDate: at)
+        return SubscriptionSnapshot(status: winBack == nil ? 1 : 2, transaction: tx, renewal: renewal, asOf: at)
     }
 
     /// One poll of `otid` as the poller builds it, from the stored snapshot to `current`.
@@ -151,6 +153,28 @@ struct RetentionLoopStoreTests {
             #expect(try await store.offersRemove(campaign: .saveOffer, productId: nil) == 1)
             #expect(try await store.offersRemove(campaign: .saveOffer, productId: nil) == 0)
             #expect(try await store.offersList().map(\.offerId) == ["c"])
+        }
+    }
+
+    @Test("pending winback_offer entries follow Apple's current win-back offer ids; claimed ones keep what was sent")
+    func winbackOfferIdsKeptFresh() async throws {
+        try await FreshDatabase.with { fresh in
+            let db = try WinbackQueueTests.migrated(fresh)
+            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let pending = try WinbackQueueTests.entry(db, "5001", campaign: "winback_offer", episode: "expired:w-5001", offers: ["old"])
+            let claimed = try WinbackQueueTests.entry(db, "5001", campaign: "winback_offer", episode: "expired:earlier", status: "claimed",
+                                                      claimedBy: "m", offers: ["old"])
+            let at = Self.t0 + 25 * Self.day
+            try await store.pollResultsCommit(runId: try Self.run(db, at: at), worker: "w", asOf: at, detectedAt: at, [
+                Self.write("5001", previous: Self.snapshot("5001", autoRenew: false, at: at - Self.day, winBack: ["old"]),
+                           current: Self.snapshot("5001", autoRenew: false, at: at, winBack: ["wb.best", "wb.next"]), at: at),
+            ])
+            func offers(_ id: Int64) throws -> [String] {
+                try db.query("SELECT offer_ids FROM churnwatch.winback_queue WHERE id = \(id)")[0].decode([String].self, at: 0)
+            }
+            #expect(try offers(pending) == ["wb.best", "wb.next"])
+            #expect(try offers(claimed) == ["old"])
+            #expect(try db.query("SELECT count(*) FROM churnwatch.winback_queue")[0].decode(Int.self, at: 0) == 2, "same episode: no new entry")
         }
     }
 }
