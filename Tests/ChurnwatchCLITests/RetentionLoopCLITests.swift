@@ -45,6 +45,14 @@ struct RetentionLoopCLITests {
         #expect(held > 0 && held < total, "held out \(held) of \(total)")
         #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.winback_queue WHERE holdout <> (status = 'held_out')") == 0)
 
+        let (lines, at) = try await Self.claimSigned(env: env, db: db, held: held)
+        try await Self.reclaimADayLater(lines, at: at, env: env, db: db)
+        try await Self.signForSQLConsumers(env: env, db: db)
+        try await Self.outcomesAndRevenue(world: world, db: db)
+    }
+
+    /// Claims save_offer at night 3 + 1 h: refused without the key; then every line carries a signed offer.
+    static func claimSigned(env: [String: String], db: PostgresConnection, held: Int) async throws -> ([[String: Any]], Date) {
         // Without the key, nothing is claimed: exit 78 naming the setting.
         var keyless = env
         keyless["APPSTORE_PRIVATE_KEY_PATH"] = nil
@@ -81,11 +89,15 @@ struct RetentionLoopCLITests {
         #expect(nonces.count == lines.count, "a fresh nonce per entry")
         #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.winback_queue WHERE status = 'held_out'") == held, "claim leaves held-out entries alone")
 
+        return (lines, at)
+    }
+
+    static func reclaimADayLater(_ lines: [[String: Any]], at: Date, env: [String: String], db: PostgresConnection) async throws {
         // A day later the signature has lapsed: release and claim again for a fresh one.
         let firstId = try #require((lines.first?["id"] as? NSNumber)?.int64Value)
         let firstNonce = (lines.first?["offer"] as? [String: Any])?["nonce"] as? String
         #expect(try await CLIRunner.run(["winback", "release", String(firstId)], environment: env).status == 0)
-        let later = Self.start.addingTimeInterval(2 * Self.day + 3600 + 25 * 3600)
+        let later = at.addingTimeInterval(25 * 3600)
         let reclaim = try await CLIRunner.run(["winback", "claim", "--campaign", "save_offer", "--consumer", "m", "--limit", "10000",
                                                "--as-of", NightlyRunEndToEndTests.iso(later)], environment: env)
         let again = try Self.json(reclaim.stdout).first { ($0["id"] as? NSNumber)?.int64Value == firstId }
@@ -98,6 +110,9 @@ struct RetentionLoopCLITests {
             #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.winback_queue WHERE id = \(firstId) AND status = 'expired'") == 1)
         }
 
+    }
+
+    static func signForSQLConsumers(env: [String: String], db: PostgresConnection) async throws {
         // SQL consumers sign with `offers sign`; held-out and unknown ids are refused on one line.
         let heldId = try db.query("SELECT id FROM churnwatch.winback_queue WHERE status = 'held_out' ORDER BY id LIMIT 1")[0].decode(Int64.self, at: 0)
         let claimedId = try db.query("SELECT id FROM churnwatch.winback_queue WHERE status = 'claimed' ORDER BY id LIMIT 1")[0].decode(Int64.self, at: 0)
@@ -108,6 +123,10 @@ struct RetentionLoopCLITests {
         #expect(signed.count == 1 && (signed.first?["id"] as? NSNumber)?.int64Value == claimedId)
         #expect((signed.first?["offer"] as? [String: Any])?["offer_id"] as? String == "save50")
 
+    }
+
+    static func outcomesAndRevenue(world: NightlyRunEndToEndTests.World, db: PostgresConnection) async throws {
+        let env = world.env
         // Later nights decide outcomes; `outcomes --json` reports treated against held out.
         for n in stride(from: 6, to: 40, by: 6) {
             let r = try await world.night(Self.start.addingTimeInterval(Double(n) * Self.day))
