@@ -68,7 +68,9 @@ extension ChurnStore {
                 quarantine.payloads.append(qp.payload)
             }
         }
-        let (sc, tc, ec, gc, qc, oc) = (s, t, e, g, q, o)
+        var r = RetentionColumns()
+        for (p, item) in fresh { r.append(p, item.originalTransactionId) }
+        let (sc, tc, ec, gc, qc, oc, rc) = (s, t, e, g, q, o, r)
         let quarantineColumns = quarantine
         let (polledIdsC, polledEnvC, failedIdsC, failedReasonsC) = (polledIds, polledEnvironments, failedIds, failedReasons)
         let (itemIdsC, renamesC) = (polledItemIds, renames)
@@ -184,6 +186,7 @@ extension ChurnStore {
                         offer_type = excluded.offer_type, last_polled_at = excluded.last_polled_at
                     """)
             }
+            try Self.retentionRecord(db, rc, asOf: asOf)
             if !oc.ids.isEmpty {
                 counts.obsoleted = try db.execute("""
                     UPDATE churnwatch.winback_queue AS w SET status = 'obsolete', obsoleted_run_id = \(runId),
@@ -207,6 +210,7 @@ extension ChurnStore {
                          AS u(id, token, ref, campaign, episode, product_id, reason, offers, not_before, expires_at)
                     ON CONFLICT (original_transaction_id, campaign, episode) DO NOTHING
                     """)
+                try Self.winbackAssignOffers(db, qc)
             }
             if !quarantineColumns.ids.isEmpty {
                 counts.quarantined = try db.execute("""

@@ -6,9 +6,11 @@ import Postgres
 public struct WinbackQueueEntry: Sendable, Equatable {
     /// The entry's life: `pending` → `claimed` → `done`; a claim can be released (back to
     /// `pending`) or run out (claimable again); `obsolete` when the reason went away, `expired`
-    /// when its window closed before anyone sent it.
+    /// when its window closed before anyone sent it; `held_out` when the holdout drew it (never
+    /// claimable: it measures what happens without the offer).
     public enum Status: String, Sendable, CaseIterable {
         case pending, claimed, done, obsolete, expired
+        case heldOut = "held_out"
     }
 
     public var id: Int64
@@ -30,6 +32,13 @@ public struct WinbackQueueEntry: Sendable, Equatable {
     /// When the claim runs out; a claimed entry past it is claimable again.
     public var claimExpiresAt: Date?
     public var createdAt: Date
+    /// The promotional offer the campaign gave it (`churnwatch.offers`), held out or not.
+    public var offerId: String? = nil
+    public var holdout = false
+    /// `saved` or `lost` once decided (docs/churn-model.md, "Outcomes").
+    public var outcome: String? = nil
+    public var outcomeReason: String? = nil
+    public var outcomeAt: Date? = nil
 }
 
 /// What one `winbackClaim` did.
@@ -83,7 +92,8 @@ public struct WinbackSettlement: Sendable, Equatable {
 extension ChurnStore {
     static let winbackColumns: PostgresQuery = """
         id, original_transaction_id, app_account_token, customer_ref, campaign, product_id, reason, offer_ids,
-        not_before, expires_at, episode, status, claimed_by, claimed_at, claim_expires_at, created_at
+        not_before, expires_at, episode, status, claimed_by, claimed_at, claim_expires_at, created_at,
+        offer_id, holdout, outcome, outcome_reason, outcome_at
         """
 
     static func decodeWinbackEntry(_ row: PostgresRow) throws -> WinbackQueueEntry {
@@ -108,7 +118,12 @@ extension ChurnStore {
             claimedBy: try row.decode(String?.self, "claimed_by"),
             claimedAt: try row.decode(Date?.self, "claimed_at"),
             claimExpiresAt: try row.decode(Date?.self, "claim_expires_at"),
-            createdAt: try row.decode(Date.self, "created_at"))
+            createdAt: try row.decode(Date.self, "created_at"),
+            offerId: try row.decode(String?.self, "offer_id"),
+            holdout: try row.decode(Bool.self, "holdout"),
+            outcome: try row.decode(String?.self, "outcome"),
+            outcomeReason: try row.decode(String?.self, "outcome_reason"),
+            outcomeAt: try row.decode(Date?.self, "outcome_at"))
     }
 
     /// Claims up to `limit` entries of `campaign` for `consumer` until `asOf + lease`.

@@ -20,6 +20,8 @@ struct Churnwatch: AsyncParsableCommand {
             StatusCommand.self,
             SegmentsCommand.self,
             WinbackCommand.self,
+            OffersCommand.self,
+            OutcomesCommand.self,
             InspectCommand.self,
         ]
     )

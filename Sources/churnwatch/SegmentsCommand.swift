@@ -10,7 +10,8 @@ struct SegmentsCommand: AsyncParsableCommand {
         discussion: """
             Sizes come from churnwatch.subscription_segments; every segment is listed, in the order of the contract, \
             zeros included. The change is against the latest day in churnwatch.segment_daily before today (UTC), or \
-            before --day. --csv prints segment,subscriptions,change (with --by-product: \
+            before --day. --revenue prints revenue at risk instead (segment, currency, subscriptions, \
+            revenue_at_risk in units; CSV with --csv). --csv prints segment,subscriptions,change (with --by-product: \
             segment,product_id,subscriptions,change); change is empty when there is no earlier day.
 
             Exit codes: 0; 78 a bad value; 69 database unreachable.
@@ -25,6 +26,9 @@ struct SegmentsCommand: AsyncParsableCommand {
     @Flag(name: .customLong("by-product"), help: "One row per segment and product.")
     var byProduct = false
 
+    @Flag(name: .customLong("revenue"), help: "Revenue at risk instead: the next renewal's price summed per segment and currency (not active).")
+    var revenue = false
+
     @Option(name: .customLong("day"), help: ArgumentHelp("Compare with the latest day before this one (YYYY-MM-DD or ISO 8601; default: today, UTC).", valueName: "day"))
     var day: String?
 
@@ -34,6 +38,10 @@ struct SegmentsCommand: AsyncParsableCommand {
             let day = try TimeArgument.parse(self.day, flag: "--day") ?? Date()
             let store = ChurnStore(pool: PostgresPool(connectionString: try global.resolvedDatabaseURL(), size: 1))
             try await store.schemaCheck()
+            if revenue {
+                print(Self.revenueLines(try await store.segmentRevenueAtRisk(), csv: csv).joined(separator: "\n"))
+                return
+            }
             let sizes = try await store.segmentSizes(comparedBefore: day, byProduct: byProduct)
             print((csv ? Self.csv(sizes, byProduct: byProduct) : Self.table(sizes, byProduct: byProduct)).joined(separator: "\n"))
         }
@@ -77,6 +85,23 @@ struct SegmentsCommand: AsyncParsableCommand {
         } else {
             out.append("no earlier day in segment_daily to compare with")
         }
+        return out
+    }
+
+    /// Revenue at risk: one row per segment and currency (amounts in units, two decimals).
+    static func revenueLines(_ rows: [SegmentRevenue], csv: Bool) -> [String] {
+        func amount(_ milli: Int64) -> String { String(format: "%.2f", Double(milli) / 1000) }
+        if csv {
+            return ["segment,currency,subscriptions,revenue_at_risk"] + rows.map {
+                [$0.segment, $0.currency ?? "", String($0.subscriptions), amount($0.renewalPrice)].map(csvField).joined(separator: ",")
+            }
+        }
+        var out = ["segment".padding(toLength: 28, withPad: " ", startingAt: 0) + "currency" + "subscriptions".leftPad(15) + "revenue at risk".leftPad(17)]
+        for r in rows {
+            out.append(r.segment.padding(toLength: 28, withPad: " ", startingAt: 0) + (r.currency ?? "(none)").padding(toLength: 8, withPad: " ", startingAt: 0)
+                       + String(r.subscriptions).leftPad(15) + amount(r.renewalPrice).leftPad(17))
+        }
+        if rows.isEmpty { out.append("no subscription at risk") }
         return out
     }
 }

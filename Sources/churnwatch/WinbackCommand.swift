@@ -97,7 +97,7 @@ struct WinbackCommand: AsyncParsableCommand {
 
                 Fields: id, original_transaction_id, app_account_token, customer_ref, campaign, product_id, \
                 reason, offer_ids, not_before, expires_at, episode, status, claimed_by, claimed_at, claim_expires_at, \
-                created_at (times in ISO 8601 UTC; absent values are null).
+                created_at, offer_id, holdout, outcome, outcome_reason, outcome_at, and offer: for an entry with a                 promotional offer, {"offer_id", "product_id", "key_id", "nonce", "timestamp", "signature", "jws"}                 signed now with a fresh nonce (good for 24 hours; claim again for a fresh one), else null                 (times in ISO 8601 UTC; absent values are null).
                 """
         )
 
@@ -128,13 +128,18 @@ struct WinbackCommand: AsyncParsableCommand {
                 let at = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
                 let store = try WinbackCommand.store(global)
                 try await store.schemaCheck()
+                // The key is checked before anything is claimed: a campaign with offers needs it.
+                let signer = try await store.offersConfigured(campaign: campaign) ? try OffersCommand.signer() : nil
                 let claim = try await store.winbackClaim(campaign: campaign, consumer: consumer, limit: limit, lease: lease, asOf: at)
                 if claim.expired > 0 {
                     Logger(label: "churnwatch.winback").info("expired entries past their window", metadata: [
                         "campaign": "\(campaign.rawValue)", "expired": "\(claim.expired)"])
                 }
                 for entry in claim.entries {
-                    print(try JSONOutput.line(WinbackQueueEntryJSON(entry)))
+                    var json = WinbackQueueEntryJSON(entry)
+                    json.withOffer = true
+                    if let signer { json.offer = try OffersCommand.sign(entry, signer, now: at).map(SignedOfferJSON.init) }
+                    print(try JSONOutput.line(json))
                 }
             }
         }
@@ -201,7 +206,7 @@ struct WinbackCommand: AsyncParsableCommand {
         @Option(name: .customLong("campaign"), help: "Only this campaign.")
         var campaign: String?
 
-        @Option(name: .customLong("status"), help: "Only this status: pending, claimed, done, obsolete or expired.")
+        @Option(name: .customLong("status"), help: "Only this status: pending, claimed, done, obsolete, expired or held_out.")
         var status: String?
 
         @Option(name: .customLong("limit"), parsing: .unconditional, help: "Most entries to list (1...100000).")
@@ -232,11 +237,16 @@ struct WinbackCommand: AsyncParsableCommand {
 struct WinbackQueueEntryJSON: Encodable {
     var entry: WinbackQueueEntry
 
+    /// The signed offer (claim only; printed, never stored).
+    var offer: SignedOfferJSON?
+    var withOffer = false
+
     init(_ entry: WinbackQueueEntry) { self.entry = entry }
 
     enum Key: String, CodingKey {
         case id, original_transaction_id, app_account_token, customer_ref, campaign, product_id, reason, offer_ids,
              not_before, expires_at, episode, status, claimed_by, claimed_at, claim_expires_at, created_at
+        case offer_id, holdout, outcome, outcome_reason, outcome_at, offer
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -257,5 +267,11 @@ struct WinbackQueueEntryJSON: Encodable {
         try c.encode(entry.claimedAt, forKey: .claimed_at)
         try c.encode(entry.claimExpiresAt, forKey: .claim_expires_at)
         try c.encode(entry.createdAt, forKey: .created_at)
+        try c.encode(entry.offerId, forKey: .offer_id)
+        try c.encode(entry.holdout, forKey: .holdout)
+        try c.encode(entry.outcome, forKey: .outcome)
+        try c.encode(entry.outcomeReason, forKey: .outcome_reason)
+        try c.encode(entry.outcomeAt, forKey: .outcome_at)
+        if withOffer { try c.encode(offer, forKey: .offer) }
     }
 }

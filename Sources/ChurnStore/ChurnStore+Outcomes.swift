@@ -1,0 +1,165 @@
+import ChurnModel
+import Foundation
+import Postgres
+
+/// What the poll-results commit needs for the retention loop: each fresh subscription's
+/// events and prices.
+struct RetentionColumns {
+    var ids: [String] = [], renewalPrices: [Int64?] = [], renewalCurrencies: [String?] = []
+    /// Apple's `eligibleWinBackOfferIds` now, best first (JSON arrays).
+    var winBackOffers: [PostgresJSON] = []
+    var events: [String: [ChurnEvent]] = [:]
+    /// The price a save keeps: the next renewal's, else the current period's.
+    var keptPrice: [String: (Int64?, String?)] = [:]
+
+    mutating func append(_ p: PollWrite.Polled, _ id: String) {
+        let s = p.snapshot
+        ids.append(id)
+        renewalPrices.append(s.renewalPrice)
+        renewalCurrencies.append(s.renewalPrice == nil ? nil : s.renewalCurrency)
+        winBackOffers.append((try? PostgresJSON(encoding: s.eligibleWinBackOfferIds)) ?? PostgresJSON(text: "[]"))
+        if !p.events.isEmpty { events[id] = p.events }
+        keptPrice[id] = s.renewalPrice != nil ? (s.renewalPrice, s.renewalCurrency) : (s.price, s.currency)
+    }
+}
+
+extension ChurnStore {
+    /// Inside the poll-results commit: the renewal price on `subscription_segments`, Apple's
+    /// current win-back offer ids on pending `winback_offer` entries, and the
+    /// outcome of every open win-back entry (treated or held out) of the polled subscriptions,
+    /// by `RetentionOutcomeRules` at `asOf`.
+    static func retentionRecord(_ db: PostgresConnection, _ r: RetentionColumns, asOf: Date) throws {
+        guard !r.ids.isEmpty else { return }
+        try db.execute("""
+            UPDATE churnwatch.subscription_segments AS g SET renewal_price = u.price, renewal_currency = u.currency
+            FROM unnest(\(r.ids)::text[], \(r.renewalPrices)::bigint[], \(r.renewalCurrencies)::text[]) AS u(id, price, currency)
+            WHERE g.original_transaction_id = u.id
+              AND (g.renewal_price IS DISTINCT FROM u.price OR g.renewal_currency IS DISTINCT FROM u.currency)
+            """)
+        try db.execute("""
+            UPDATE churnwatch.winback_queue AS w SET offer_ids = u.offers, updated_at = now()
+            FROM (SELECT id, coalesce((SELECT array_agg(x) FROM jsonb_array_elements_text(o) AS x), '{}') AS offers
+                  FROM unnest(\(r.ids)::text[], \(r.winBackOffers)::jsonb[]) AS v(id, o)) AS u
+            WHERE w.original_transaction_id = u.id AND w.campaign = 'winback_offer' AND w.status = 'pending'
+              AND w.offer_ids IS DISTINCT FROM u.offers
+            """)
+        let open = try db.query("""
+            SELECT id, original_transaction_id, campaign, expires_at FROM churnwatch.winback_queue
+            WHERE original_transaction_id = ANY(\(r.ids)) AND outcome IS NULL
+            """)
+        var ids: [Int64] = [], kinds: [String] = [], reasons: [String] = [], ats: [Date] = []
+        var prices: [Int64?] = [], currencies: [String?] = []
+        for row in open {
+            let otid = try row.decode(String.self, "original_transaction_id")
+            guard let campaign = WinbackCampaign(rawValue: try row.decode(String.self, "campaign")),
+                  let outcome = RetentionOutcomeRules.decide(campaign: campaign, horizonEnd: try row.decode(Date?.self, "expires_at"),
+                                                             events: r.events[otid] ?? [], asOf: asOf) else { continue }
+            ids.append(try row.decode(Int64.self, "id"))
+            kinds.append(outcome.kind.rawValue)
+            reasons.append(outcome.reason)
+            ats.append(outcome.at)
+            let kept = r.keptPrice[otid] ?? (nil, nil)
+            prices.append(kept.0)
+            currencies.append(kept.1)
+        }
+        guard !ids.isEmpty else { return }
+        try db.execute("""
+            UPDATE churnwatch.winback_queue AS w SET outcome = u.kind, outcome_reason = u.reason, outcome_at = u.at,
+                outcome_price = u.price, outcome_currency = u.currency, updated_at = now()
+            FROM unnest(\(ids)::bigint[], \(kinds)::text[], \(reasons)::text[], \(ats)::timestamptz[], \(prices)::bigint[],
+                        \(currencies)::text[]) AS u(id, kind, reason, at, price, currency)
+            WHERE w.id = u.id AND w.outcome IS NULL
+            """)
+    }
+}
+
+/// One line of `churnwatch outcomes`: a campaign and offer (and product, when asked).
+public struct OutcomeSummary: Sendable, Equatable {
+    public enum Grouping: String, Sendable, CaseIterable {
+        case campaign, offer, product
+    }
+
+    public var campaign: String
+    /// nil for entries created without an offer, and when grouped by campaign only.
+    public var offerId: String?
+    /// Set when grouped by product.
+    public var productId: String?
+    /// Treated (not held out) entries.
+    public var entries: Int
+    /// Treated entries acked by a consumer (`done`).
+    public var delivered: Int
+    /// Treated entries with an outcome (open ones are not counted in the shares).
+    public var decided: Int
+    public var saved: Int
+    public var holdoutEntries: Int
+    public var holdoutDecided: Int
+    public var holdoutSaved: Int
+    /// Median days from the entry's creation (its run's as-of) to the save, treated entries.
+    public var medianDaysToSave: Double?
+    /// Renewal price × treated saves, per ISO 4217 currency, in milliunits.
+    public var revenueKept: [String: Int64]
+
+    public var savedShare: Double? { decided > 0 ? Double(saved) / Double(decided) : nil }
+    public var holdoutSavedShare: Double? { holdoutDecided > 0 ? Double(holdoutSaved) / Double(holdoutDecided) : nil }
+    public var uplift: UpliftEstimate? {
+        UpliftEstimate(treatedSaved: saved, treated: decided, heldOutSaved: holdoutSaved, heldOut: holdoutDecided)
+    }
+}
+
+extension ChurnStore {
+    /// Outcomes per campaign and offer (or per campaign, or per campaign, offer and product) of
+    /// the entries created since `since` (their run's as-of). An entry without a recorded
+    /// outcome whose horizon (`expires_at`) has passed by `asOf` counts as lost.
+    public func outcomeSummaries(since: Date?, grouping: OutcomeSummary.Grouping, asOf: Date) async throws -> [OutcomeSummary] {
+        let byOffer = grouping != .campaign, byProduct = grouping == .product
+        return try await pool.withConnection { db in
+            let entries: PostgresQuery = """
+                SELECT w.campaign, CASE WHEN \(byOffer) THEN w.offer_id END AS offer_id,
+                       CASE WHEN \(byProduct) THEN w.product_id END AS product_id, w.holdout, w.status,
+                       coalesce(w.outcome, CASE WHEN w.expires_at <= \(asOf) THEN 'lost' END) AS outcome,
+                       w.outcome_at, w.outcome_price, w.outcome_currency, coalesce(r.as_of, w.created_at) AS opened_at
+                FROM churnwatch.winback_queue w LEFT JOIN churnwatch.runs r ON r.id = w.run_id
+                WHERE \(since)::timestamptz IS NULL OR coalesce(r.as_of, w.created_at) >= \(since)::timestamptz
+                """
+            var summaries: [OutcomeSummary] = []
+            var index: [String: Int] = [:]
+            func key(_ row: PostgresRow) throws -> String {
+                [try row.decode(String.self, "campaign"), try row.decode(String?.self, "offer_id") ?? "\u{0}",
+                 try row.decode(String?.self, "product_id") ?? "\u{0}"].joined(separator: "\u{1}")
+            }
+            for row in try db.query("""
+                WITH e AS (\(entries))
+                SELECT campaign, offer_id, product_id,
+                    count(*) FILTER (WHERE NOT holdout) AS entries,
+                    count(*) FILTER (WHERE NOT holdout AND status = 'done') AS delivered,
+                    count(*) FILTER (WHERE NOT holdout AND outcome IS NOT NULL) AS decided,
+                    count(*) FILTER (WHERE NOT holdout AND outcome = 'saved') AS saved,
+                    count(*) FILTER (WHERE holdout) AS holdout_entries,
+                    count(*) FILTER (WHERE holdout AND outcome IS NOT NULL) AS holdout_decided,
+                    count(*) FILTER (WHERE holdout AND outcome = 'saved') AS holdout_saved,
+                    percentile_cont(0.5) WITHIN GROUP (ORDER BY greatest(0, extract(epoch FROM outcome_at - opened_at)) / 86400)
+                        FILTER (WHERE NOT holdout AND outcome = 'saved') AS median_days
+                FROM e GROUP BY 1, 2, 3 ORDER BY 1, 2 NULLS LAST, 3 NULLS LAST
+                """) {
+                index[try key(row)] = summaries.count
+                summaries.append(OutcomeSummary(
+                    campaign: try row.decode(String.self, "campaign"), offerId: try row.decode(String?.self, "offer_id"),
+                    productId: try row.decode(String?.self, "product_id"), entries: try row.decode(Int.self, "entries"),
+                    delivered: try row.decode(Int.self, "delivered"), decided: try row.decode(Int.self, "decided"),
+                    saved: try row.decode(Int.self, "saved"), holdoutEntries: try row.decode(Int.self, "holdout_entries"),
+                    holdoutDecided: try row.decode(Int.self, "holdout_decided"), holdoutSaved: try row.decode(Int.self, "holdout_saved"),
+                    medianDaysToSave: try row.decode(Double?.self, "median_days"), revenueKept: [:]))
+            }
+            for row in try db.query("""
+                WITH e AS (\(entries))
+                SELECT campaign, offer_id, product_id, outcome_currency AS currency, sum(outcome_price)::bigint AS kept
+                FROM e WHERE NOT holdout AND outcome = 'saved' AND outcome_price IS NOT NULL AND outcome_currency IS NOT NULL
+                GROUP BY 1, 2, 3, 4
+                """) {
+                guard let i = index[try key(row)] else { continue }
+                summaries[i].revenueKept[try row.decode(String.self, "currency")] = try row.decode(Int64.self, "kept")
+            }
+            return summaries
+        }
+    }
+}
