@@ -21,6 +21,7 @@ struct Churnwatch: AsyncParsableCommand {
             SegmentsCommand.self,
             WinbackCommand.self,
             InspectCommand.self,
+            ReportCommand.self,
         ]
     )
 }
