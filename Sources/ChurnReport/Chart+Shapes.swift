@@ -38,7 +38,8 @@ extension Chart {
                                format: (Double) -> String = { Format.count(Int($0)) }) -> HTML {
         let rowHeight = stacked ? 22.0 : 12.0 * Double(max(series.count, 1)) + 10
         var frame = Frame(width: 720, height: 0)
-        frame.left = 230
+        // Room for the longest label (about 7 units a character at 13px), at most half the width.
+        frame.left = min(360, max(120, 7.2 * Double(labels.map(\.count).max() ?? 0) + 14))
         frame.right = 70
         frame.top = 8
         frame.bottom = 8

@@ -68,11 +68,12 @@ public func niceMaximum(_ value: Double) -> Double {
 }
 
 enum Chart {
-    /// The `<svg>` element around a chart's shapes, labelled for screen readers.
+    /// The `<svg>` element around a chart's shapes, labelled for screen readers, in a box that
+    /// scrolls sideways on a phone rather than shrinking the labels below reading size.
     static func svg(_ frame: Frame, label: String, _ body: HTML) -> HTML {
         """
-        <svg class="chart" viewBox="0 0 \(frame.width) \(frame.height)" role="img" aria-label="\(label)" \
-        preserveAspectRatio="xMidYMid meet" xmlns="http://www.w3.org/2000/svg"><title>\(label)</title>\(body)</svg>
+        <div class="chartbox"><svg class="chart" viewBox="0 0 \(frame.width) \(frame.height)" role="img" aria-label="\(label)" \
+        preserveAspectRatio="xMidYMid meet" xmlns="http://www.w3.org/2000/svg"><title>\(label)</title>\(body)</svg></div>
         """
     }
 

@@ -20,9 +20,10 @@ enum Style {
         .kpis li{border:1px solid var(--line);border-radius:6px;padding:6px 12px;min-width:130px}
         .kpis b{display:block;font-size:1.35rem}
         .kpis span{color:var(--muted);font-size:.85rem}
-        svg.chart{width:100%;height:auto;display:block;margin:4px 0}
-        svg.chart text{font-family:inherit;font-size:12px;fill:var(--ink)}
-        svg.chart text.axis{fill:var(--muted);font-size:11px}
+        .chartbox{overflow-x:auto;margin:4px 0}
+        svg.chart{width:100%;min-width:540px;height:auto;display:block}
+        svg.chart text{font-family:inherit;font-size:13px;fill:var(--ink)}
+        svg.chart text.axis{fill:var(--muted);font-size:12px}
         svg.chart .grid{stroke:#e6e6ea;stroke-width:1}
         svg.chart .zero{stroke:#777;stroke-width:1}
         svg.chart .net{fill:#ffffff;stroke:#000000;stroke-width:1.5}
@@ -40,6 +41,6 @@ enum Style {
         @media (max-width:600px){main{padding:8px}.panel{padding:10px}header h1{font-size:1.3rem}.kpis li{min-width:44%}}
         @media print{body{background:#fff;font-size:11pt}main{max-width:none;padding:0}nav{display:none}
         .panel{border:none;border-top:1px solid #999;border-radius:0;padding:8px 0;break-inside:avoid-page}
-        .scroll{overflow:visible}svg.chart{max-height:9cm}}
+        .scroll,.chartbox{overflow:visible}svg.chart{min-width:0;max-height:9cm}}
         """
 }

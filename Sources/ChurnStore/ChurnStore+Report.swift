@@ -11,6 +11,9 @@ extension ChurnStore {
     public func reportData(asOf: Date, days: Int) async throws -> ReportData {
         try await pool.withTransaction { db in
             try db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            // Each query is a scan and a small aggregate: compiling it (JIT) took longer than
+            // running it (0.8 s of 2.7 s for the billing curve over a million subscriptions).
+            try db.execute(Self.withoutJIT)
             var data = ReportData(asOf: asOf, days: days)
             let tables = try db.query("""
                 SELECT to_regclass('churnwatch.subscriptions') IS NOT NULL, to_regclass('churnwatch.segment_changes') IS NOT NULL
@@ -65,9 +68,11 @@ extension ChurnStore {
     static func reportEvents(_ db: PostgresConnection, _ data: inout ReportData) throws {
         let (first, last) = reportWindow(data)
         data.events = try db.query("""
-            SELECT to_char(detected_at, 'YYYY-MM-DD') AS day, event, count(*) AS n FROM churnwatch.churn_events
-            WHERE detected_at >= \(first)::date AND detected_at < \(last)::date + 1 AND detected_at <= \(data.asOf)
-            GROUP BY 1, 2 ORDER BY 1, 2
+            SELECT to_char(day, 'YYYY-MM-DD') AS day, event, n FROM (
+                SELECT (detected_at AT TIME ZONE 'UTC')::date AS day, event, count(*) AS n FROM churnwatch.churn_events
+                WHERE detected_at >= \(first)::date AND detected_at < \(last)::date + 1 AND detected_at <= \(data.asOf)
+                GROUP BY 1, 2) AS g
+            ORDER BY 1, 2
             """).map {
             ReportData.EventCount(day: try $0.decode(String.self, "day"), event: try $0.decode(String.self, "event"), count: try $0.decode(Int.self, "n"))
         }

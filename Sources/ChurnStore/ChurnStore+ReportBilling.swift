@@ -36,13 +36,16 @@ extension ChurnStore {
                   AND s.detected_at > \(data.asOf) - \(data.days)::int * interval '1 day' AND s.detected_at <= \(data.asOf)
                   AND s.occurred_at > \(data.asOf) - \(data.days)::int * interval '1 day' AND s.occurred_at <= \(data.asOf)
             ), episodes AS (
-                SELECT otid, min(started) AS started, ended, ending FROM starts GROUP BY otid, ended, ending
+                -- Whole days since the first failure (age) and until the recovery (took, rounded up).
+                SELECT floor(extract(epoch FROM \(data.asOf) - min(started)) / 86400)::int AS age,
+                       CASE WHEN ending = 'billing_recovered' THEN ceil(extract(epoch FROM ended - min(started)) / 86400)::int END AS took
+                FROM starts GROUP BY otid, ended, ending
+            ), histogram AS (
+                SELECT age, took, count(*) AS n FROM episodes GROUP BY 1, 2
             )
-            SELECT d.day,
-                   count(e.otid) FILTER (WHERE e.started <= \(data.asOf) - d.day * interval '1 day') AS observed,
-                   count(e.otid) FILTER (WHERE e.started <= \(data.asOf) - d.day * interval '1 day'
-                                           AND e.ending = 'billing_recovered' AND e.ended <= e.started + d.day * interval '1 day') AS recovered
-            FROM generate_series(0, \(maxDay)::int) AS d(day) LEFT JOIN episodes e ON true
+            SELECT d.day, coalesce(sum(n) FILTER (WHERE age >= d.day), 0)::bigint AS observed,
+                   coalesce(sum(n) FILTER (WHERE age >= d.day AND took <= d.day), 0)::bigint AS recovered
+            FROM generate_series(0, \(maxDay)::int) AS d(day) LEFT JOIN histogram ON true
             GROUP BY d.day ORDER BY d.day
             """).map {
             ReportData.RecoveryPoint(day: try $0.decode(Int.self, "day"), observed: try $0.decode(Int.self, "observed"),
