@@ -1,6 +1,9 @@
 /// Panel 4: billing trouble now, and the share of billing-trouble episodes recovered by day since
 /// the first failure (WWDC 2018 session 705: the curve to watch when choosing a grace period).
 enum BillingPanel {
+    /// Days with fewer episodes old enough are not drawn.
+    static let minimumEpisodes = 10
+
     static func render(_ data: ReportData) -> HTML {
         let b = data.billing
         let kpis: HTML = """
@@ -14,7 +17,9 @@ enum BillingPanel {
                                     + ReportPage.nothing("An episode starts with billing_retry_started or grace_period_started and ends with billing_recovered or an expiry."))
         }
         let labels = b.recovery.map { "day \($0.day)" }
-        let chart = Chart.shareLine(Frame(width: 720, height: 220), categories: labels, shares: b.recovery.map(\.share),
+        // A share of a handful of episodes is noise: the chart leaves such days out, the table has them.
+        let chart = Chart.shareLine(Frame(width: 720, height: 220), categories: labels,
+                                    shares: b.recovery.map { $0.observed >= Self.minimumEpisodes ? $0.share : nil },
                                     color: "#AA4499", label: "Share of billing-trouble episodes recovered, by day since the first failure")
         var table = Table(id: "t-billing", caption: "Recovered by day since the first failure (episodes at least that old)",
                           headers: ["days since failure", "episodes", "recovered", "share"])
@@ -28,7 +33,7 @@ enum BillingPanel {
             lead = "\(Format.count(b.inGrace + b.inRetry)) subscribers are in billing trouble now; the curve grows as episodes age."
         }
         return ReportPage.panel("billing", lead: lead, """
-            \(kpis)\(chart)\(Chart.legend([("share recovered", "#AA4499")]))\(table.html)
+            \(kpis)\(chart)\(Chart.legend([("share recovered (days with at least \(Self.minimumEpisodes) episodes that old)", "#AA4499")]))\(table.html)
             """)
     }
 }

@@ -30,6 +30,8 @@ enum Style {
         .legend{list-style:none;padding:0;margin:4px 0 8px;display:flex;flex-wrap:wrap;gap:4px 14px;font-size:.85rem}
         .swatch{display:inline-block;width:12px;height:12px;border:1px solid #0003;margin-right:5px;vertical-align:-1px}
         .scroll{overflow-x:auto;margin:6px 0 4px}
+        .scroll.long{max-height:24em;overflow-y:auto;border-bottom:1px solid var(--line)}
+        .scroll.long thead th{position:sticky;top:0;background:var(--panel)}
         table{border-collapse:collapse;font-size:.85rem;min-width:50%}
         caption{text-align:left;color:var(--muted);padding:2px 0 4px;font-size:.85rem}
         th,td{border-bottom:1px solid var(--line);padding:3px 8px;text-align:left;white-space:nowrap}
@@ -41,6 +43,6 @@ enum Style {
         @media (max-width:600px){main{padding:8px}.panel{padding:10px}header h1{font-size:1.3rem}.kpis li{min-width:44%}}
         @media print{body{background:#fff;font-size:11pt}main{max-width:none;padding:0}nav{display:none}
         .panel{border:none;border-top:1px solid #999;border-radius:0;padding:8px 0;break-inside:avoid-page}
-        .scroll,.chartbox{overflow:visible}svg.chart{min-width:0;max-height:9cm}}
+        .scroll,.chartbox{overflow:visible}.scroll.long{max-height:none}.scroll.long thead th{position:static}svg.chart{min-width:0;max-height:9cm}}
         """
 }

@@ -14,6 +14,9 @@ struct Table {
         self.headers = headers
     }
 
+    /// Past this many rows a table scrolls within a box on screen (in full when printed).
+    static let longRows = 12
+
     mutating func add(_ key: String, _ cells: [String]) { rows.append((key, cells)) }
 
     var html: HTML {
@@ -26,7 +29,7 @@ struct Table {
         }
         let foot: HTML = footer.map { "<tfoot>\(row($0))</tfoot>" } ?? ""
         return """
-            <div class="scroll"><table id="\(id)"><caption>\(caption)</caption><thead><tr>\(head)</tr></thead>\
+            <div class="\(rows.count > Self.longRows ? "scroll long" : "scroll")"><table id="\(id)"><caption>\(caption)</caption><thead><tr>\(head)</tr></thead>\
             <tbody>\(rows.map(row))</tbody>\(foot)</table></div>
             """
     }

@@ -83,6 +83,16 @@ struct ReportPageTests {
         #expect(page.contains("<tfoot><tr><th scope=\"row\">total</th><td class=\"num\">988</td><td class=\"num\">-2</td></tr></tfoot>"))
     }
 
+    @Test("the recovery curve leaves out days with fewer than 10 episodes old enough; the table keeps them")
+    func noisyRecoveryDays() {
+        var data = ReportFixtures.week()
+        data.billing.recovery[7] = .init(day: 7, observed: 3, recovered: 3)
+        let page = ReportPage.render(data)
+        let billing = page.components(separatedBy: "data-panel=\"billing\"")[1].components(separatedBy: "</section>")[0]
+        #expect(billing.components(separatedBy: "<circle").count - 1 == 7)
+        #expect(billing.contains("<tr><th scope=\"row\">7</th><td class=\"num\">3</td><td class=\"num\">3</td><td class=\"num\">100.0 %</td></tr>"))
+    }
+
     @Test("formats: counts with thousands separators, changes signed, milliunits as amounts, durations")
     func formats() {
         #expect(Format.count(1_234_567) == "1,234,567")
