@@ -13,7 +13,7 @@ enum RunsPanel {
                                                Series(name: "not finished", color: "#DDDDDD",
                                                       values: oldestFirst.map { Double(max($0.due - $0.polled - $0.failed, 0)) })],
                                       label: "Subscriptions due per run: polled, failed, not finished")
-        var table = Table(id: "t-runs", caption: "The last runs, newest first",
+        var table = Table(id: "t-runs", caption: "The last runs, newest first (429s: – when the run's workers recorded no count)",
                           headers: ["run", "kind", "as of", "status", "due", "polled", "failed"] + endpoints.map { "calls: \($0)" } + ["429s", "duration"])
         for r in runs {
             table.add(String(r.id), [r.kind, Format.time(r.asOf), r.status, Format.count(r.due), Format.count(r.polled), Format.count(r.failed)]

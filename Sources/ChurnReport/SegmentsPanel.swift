@@ -43,7 +43,8 @@ enum SegmentsPanel {
         }
         let lead = movers(today: today, previous: previous, names: names)
         return ReportPage.panel("segments", lead: lead, """
-            \(chart)\(legend)\(todayTable.html)<h3>Day by day</h3>\(history.html)<h3>By product</h3>\(products.html)
+            \(chart)\(legend)<div class="tables"><div>\(todayTable.html)</div><div>\(products.html)</div></div>\
+            <h3>Day by day</h3>\(history.html)
             """)
     }
 

@@ -29,6 +29,8 @@ enum Style {
         svg.chart .net{fill:#ffffff;stroke:#000000;stroke-width:1.5}
         .legend{list-style:none;padding:0;margin:4px 0 8px;display:flex;flex-wrap:wrap;gap:4px 14px;font-size:.85rem}
         .swatch{display:inline-block;width:12px;height:12px;border:1px solid #0003;margin-right:5px;vertical-align:-1px}
+        .tables{display:flex;flex-wrap:wrap;gap:4px 32px;align-items:flex-start}
+        .tables>div{max-width:100%}
         .scroll{overflow-x:auto;margin:6px 0 4px}
         .scroll.long{max-height:24em;overflow-y:auto;border-bottom:1px solid var(--line)}
         .scroll.long thead th{position:sticky;top:0;background:var(--panel)}
@@ -40,7 +42,8 @@ enum Style {
         tfoot th,tfoot td{font-weight:600;border-top:2px solid #999}
         code{background:#eeeef2;padding:0 4px;border-radius:3px}
         footer{color:var(--muted);font-size:.85rem}
-        @media (max-width:600px){main{padding:8px}.panel{padding:10px}header h1{font-size:1.3rem}.kpis li{min-width:44%}}
+        @media (max-width:600px){main{padding:8px}.panel{padding:10px}header h1{font-size:1.3rem}.kpis li{min-width:44%}
+        table{font-size:.78rem}th,td{padding:3px 4px}}
         @media print{body{background:#fff;font-size:11pt}main{max-width:none;padding:0}nav{display:none}
         .panel{border:none;border-top:1px solid #999;border-radius:0;padding:8px 0;break-inside:avoid-page}
         .scroll,.chartbox{overflow:visible}.scroll.long{max-height:none}.scroll.long thead th{position:static}svg.chart{min-width:0;max-height:9cm}}
