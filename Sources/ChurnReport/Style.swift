@@ -1,6 +1,6 @@
 /// The page's only style sheet, inline. System fonts (nothing loaded), fluid charts (the SVG
-/// viewBox scales to the column), wide tables scroll sideways on phones, and in print every panel
-/// starts on a fresh page section and tables show in full.
+/// viewBox scales to the column), wide tables scroll sideways on phones, and in print charts are
+/// never split across pages and tables show in full, in small type.
 enum Style {
     static let css = """
         :root{--ink:#1d1d1f;--muted:#5b5b60;--line:#d8d8dc;--panel:#ffffff;--page:#f4f4f6;--accent:#332288}
@@ -44,8 +44,10 @@ enum Style {
         footer{color:var(--muted);font-size:.85rem}
         @media (max-width:600px){main{padding:8px}.panel{padding:10px}header h1{font-size:1.3rem}.kpis li{min-width:44%}
         table{font-size:.78rem}th,td{padding:3px 4px}}
-        @media print{body{background:#fff;font-size:11pt}main{max-width:none;padding:0}nav{display:none}
-        .panel{border:none;border-top:1px solid #999;border-radius:0;padding:8px 0;break-inside:avoid-page}
+        @media print{body{background:#fff;font-size:10pt}main{max-width:none;padding:0}nav{display:none}
+        .panel{border:none;border-top:1px solid #999;border-radius:0;padding:8px 0}
+        .chartbox,.kpis,tr{break-inside:avoid}h2,h3,caption{break-after:avoid}
+        table{font-size:7.5pt}th,td{padding:1px 4px}thead th{white-space:normal;word-break:break-all}
         .scroll,.chartbox{overflow:visible}.scroll.long{max-height:none}.scroll.long thead th{position:static}svg.chart{min-width:0;max-height:9cm}}
         """
 }
