@@ -83,6 +83,31 @@ struct ReportBrowserTests {
         }
     }
 
+    @Test("a new database gives a page that says so (exit 0); a bad --days or --as-of, or an --out that cannot be written, one line and exit 78")
+    func newDatabaseAndBadInput() async throws {
+        let db = try ScratchDatabase.create()
+        defer { db.drop() }
+        let env = ["DATABASE_URL": db.connectionURL]
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-report-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let page = dir.appendingPathComponent("new.html")
+        let fresh = try await CLIRunner.run(["report", "--out", page.path], environment: env)
+        #expect(fresh.status == 0, "\(fresh.stderr)")
+        #expect(try String(contentsOf: page, encoding: .utf8).contains("This database has no churnwatch schema yet."))
+        #expect(try await CLIRunner.run(["migrate"], environment: env).status == 0)
+        let empty = try await CLIRunner.run(["report", "--out", page.path], environment: env)
+        #expect(empty.status == 0, "\(empty.stderr)")
+        #expect(try String(contentsOf: page, encoding: .utf8).contains("Nothing to report yet"))
+        for (args, says) in [(["--days", "0"], "--days 0 is out of range"), (["--as-of", "yesterday"], "--as-of \"yesterday\""),
+                             (["--out", dir.appendingPathComponent("missing/dir/r.html").path], "cannot be written")] {
+            let r = try await CLIRunner.run(["report"] + args, environment: env)
+            #expect(r.status == 78, "\(args): \(r.stderr)")
+            let lines = r.stderr.split(separator: "\n")
+            #expect(lines.count == 1 && lines[0].contains(says), "\(args): \(r.stderr)")
+        }
+    }
+
     static func section(_ panel: String, in dom: String) -> String? {
         guard let start = dom.range(of: "data-panel=\"\(panel)\"") else { return nil }
         let end = dom.range(of: "</section>", range: start.upperBound..<dom.endIndex)?.lowerBound ?? dom.endIndex
