@@ -97,8 +97,15 @@ enum Chart {
         let fit = labels.count <= Int(frame.plotWidth / 72)
         let shown = fit ? Array(labels.indices) : Array(Set([0, labels.count / 2, labels.count - 1])).sorted()
         return shown.map { i -> HTML in
-            let x = centered ? frame.band(i, of: labels.count).x + frame.band(i, of: labels.count).width / 2 : frame.x(i, of: labels.count)
-            let anchor = centered || (labels.count > 1 && i > 0 && i < labels.count - 1) ? "middle" : (i == 0 && labels.count > 1 ? "start" : (labels.count == 1 ? "middle" : "end"))
+            let band = frame.band(i, of: labels.count)
+            let x = centered ? band.x + band.width / 2 : frame.x(i, of: labels.count)
+            // Points spread edge to edge: the first label starts at its point, the last ends there.
+            let anchor: String
+            if centered || labels.count == 1 || (i > 0 && i < labels.count - 1) {
+                anchor = "middle"
+            } else {
+                anchor = i == 0 ? "start" : "end"
+            }
             return "<text class=\"axis\" x=\"\(x)\" y=\"\(frame.height - 12)\" text-anchor=\"\(anchor)\">\(labels[i])</text>"
         }.joined()
     }

@@ -5,8 +5,8 @@ import Postgres
 extension ChurnStore {
     /// The figures of `churnwatch report`, aggregated in SQL and read in one snapshot
     /// (REPEATABLE READ, read only). Time series cover the `days` days ending with the UTC day
-    /// of `asOf`; events, moves and runs after `asOf` are left out. Segment sizes now, billing
-    /// trouble now, the win-back queue and revenue at risk are the current state.
+    /// of `asOf`; events, moves and runs after `asOf` are left out. Billing trouble now, the
+    /// win-back queue and revenue at risk are the current state whatever `asOf` says.
     /// A database without the churnwatch schema gives `migrated == false`, not an error.
     public func reportData(asOf: Date, days: Int) async throws -> ReportData {
         try await pool.withTransaction { db in
