@@ -3,6 +3,7 @@
 //
 // Dependencies point one way (design.md §2):
 //   churnwatch → Polling → (AppStoreServerAPI, ChurnStore) → (ChurnModel, Postgres)
+// ChurnStore → ChurnReport (the report's figures and page, pure) → ChurnModel.
 // ChurnModel and AppStoreModels import Foundation only. The simulator shares AppStoreModels
 // with the client and nothing else; the churnwatch binary never links the simulator.
 import PackageDescription
@@ -73,12 +74,15 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
+        // `churnwatch report`: the report's figures and their HTML page, a pure function (no I/O).
+        .target(name: "ChurnReport", dependencies: ["ChurnModel"]),
         // All SQL for churnwatch's own tables.
         .target(
             name: "ChurnStore",
             dependencies: [
                 "Postgres",
                 "ChurnModel",
+                "ChurnReport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),  // SHA-256 of an oversized quarantined payload
             ]
@@ -98,6 +102,7 @@ let package = Package(
             dependencies: [
                 "Polling",
                 "ChurnStore",
+                "ChurnReport",
                 "Postgres",
                 "AppStoreServerAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -147,6 +152,7 @@ let package = Package(
             dependencies: ["Postgres", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(name: "ChurnModelTests", dependencies: ["ChurnModel"]),
+        .testTarget(name: "ChurnReportTests", dependencies: ["ChurnReport"]),
         .testTarget(
             name: "AppStoreServerAPITests",
             dependencies: [
@@ -175,7 +181,7 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
-        .testTarget(name: "ChurnStoreTests", dependencies: ["ChurnStore", "Postgres"]),
+        .testTarget(name: "ChurnStoreTests", dependencies: ["ChurnStore", "ChurnReport", "Postgres"]),
         // Runs the built churnwatch binary as operators do (exit codes, output).
         // Runs the built churnwatch and appstore-sim binaries as operators do.
         .testTarget(name: "ChurnwatchCLITests", dependencies: ["churnwatch", "appstore-sim", "Postgres"]),

@@ -25,6 +25,27 @@ ensure_system_packages() {
     # Debian's package starts a system cluster; ours are separate, so it can stay or go.
 }
 
+# Debian's chromium, for the report's browser test (ReportBrowserTests): installed when missing
+# and we may install (root, or passwordless sudo); otherwise the test prints why it skips.
+ensure_browser() {
+    local b
+    for b in chromium chromium-browser google-chrome; do command -v "$b" >/dev/null 2>&1 && return 0; done
+    command -v apt-get >/dev/null 2>&1 || { echo "note: no chromium and no apt-get: the report's browser test will say why it skips" >&2; return 1; }
+    local sudo=""
+    if [ "$(id -u)" != 0 ]; then
+        if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+            sudo="sudo -n"
+        else
+            echo "note: no chromium (apt-get install chromium): the report's browser test will say why it skips" >&2
+            return 1
+        fi
+    fi
+    echo "installing chromium (the report's browser test) ..." >&2
+    $sudo apt-get update -qq >/dev/null 2>&1 || true
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null 2>&1 \
+        || { echo "note: could not install chromium: the report's browser test will say why it skips" >&2; return 1; }
+}
+
 # Apple's official Python library, used to cross-check the JWS we verify and sign. Installs it
 # for the current python3 when possible, else into a venv in the user's cache. Exports
 # CHURNWATCH_PYTHON, the interpreter that has it.

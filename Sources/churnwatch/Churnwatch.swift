@@ -23,6 +23,7 @@ struct Churnwatch: AsyncParsableCommand {
             OffersCommand.self,
             OutcomesCommand.self,
             InspectCommand.self,
+            ReportCommand.self,
         ]
     )
 }

@@ -93,6 +93,12 @@ struct DemoSmokeTests {
             .split(separator: "\n").prefix(while: { !$0.contains("==>") })
             .filter { $0.contains("|") && !$0.contains("event") } ?? []
         #expect(!eventRows.isEmpty, "\(stdout)")
+        // It ends with the week's report, written where it says.
+        let report = demoDir.appendingPathComponent("churnwatch-report.html")
+        #expect(stdout.contains("churnwatch report --out \(report.path) --days 2 --as-of 2026-10-02T08:00:00Z"), "\(stdout.suffix(2000))")
+        #expect(stdout.contains("Open it in a browser: file://\(report.path)"))
+        let html = (try? String(contentsOf: report, encoding: .utf8)) ?? ""
+        #expect(html.contains("data-panel=\"segments\"") && html.contains("data-panel=\"runs\""), "report: \(html.prefix(300))")
         let simulator = Self.processes(mentioning: demoDir.appendingPathComponent("sim").path)
         #expect(simulator.isEmpty, "the simulator outlived the demo: \(simulator)")
     }

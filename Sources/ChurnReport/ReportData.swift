@@ -1,0 +1,177 @@
+import Foundation
+
+/// Everything `churnwatch report` shows, aggregated in SQL by `ChurnStore.reportData` and
+/// rendered by `ReportPage` without any I/O. Strings are database values: the renderer escapes
+/// every one of them. Days are `YYYY-MM-DD` (UTC).
+public struct ReportData: Sendable, Equatable {
+    /// The moment the report describes (`--as-of`, default now).
+    public var asOf: Date
+    /// The number of days the time series cover, ending with the as-of day.
+    public var days: Int
+    /// False when the database has no churnwatch schema yet: the page says so.
+    public var migrated = true
+    /// Subscriptions registered (`churnwatch.subscriptions`).
+    public var subscriptions = 0
+
+    /// Segment sizes per day (`segment_daily`, products added up), oldest first.
+    public var segmentDays: [SegmentDay] = []
+    /// Sizes per segment and product on the newest day of `segmentDays`.
+    public var segmentProducts: [SegmentProduct] = []
+    /// Events per detection day and kind (`churn_events.detected_at`).
+    public var events: [EventCount] = []
+    /// Moves between segments (`segment_changes`) over the last 7 and 30 days.
+    public var flows: [Flow] = []
+    /// Subscribers in billing retry and grace now, and the recovery curve.
+    public var billing = Billing()
+    /// The win-back queue by campaign and status.
+    public var winback: [WinbackCount] = []
+    /// Revenue at risk per segment and currency; nil when no renewal price is stored.
+    public var revenue: Revenue?
+    /// The newest runs (at most 10), newest first.
+    public var runs: [RunRow] = []
+
+    public init(asOf: Date, days: Int) {
+        self.asOf = asOf
+        self.days = days
+    }
+
+    /// True when there is nothing at all to show: no subscriptions, no history, no runs.
+    public var isEmpty: Bool {
+        subscriptions == 0 && segmentDays.isEmpty && events.isEmpty && runs.isEmpty && winback.isEmpty
+    }
+
+    public struct SegmentDay: Sendable, Equatable {
+        public var day: String
+        /// Subscriptions per segment name on that day (segments with none are absent).
+        public var sizes: [String: Int]
+        public init(day: String, sizes: [String: Int]) {
+            self.day = day
+            self.sizes = sizes
+        }
+        public var total: Int { sizes.values.reduce(0, +) }
+    }
+
+    public struct SegmentProduct: Sendable, Equatable {
+        public var segment: String
+        /// "" when unknown (never polled), as in `segment_daily`.
+        public var productId: String
+        public var subscriptions: Int
+        public init(segment: String, productId: String, subscriptions: Int) {
+            self.segment = segment
+            self.productId = productId
+            self.subscriptions = subscriptions
+        }
+    }
+
+    public struct EventCount: Sendable, Equatable {
+        public var day: String
+        public var event: String
+        public var count: Int
+        public init(day: String, event: String, count: Int) {
+            self.day = day
+            self.event = event
+            self.count = count
+        }
+    }
+
+    public struct Flow: Sendable, Equatable {
+        public var from: String
+        public var to: String
+        /// Moves in the 7 days up to the as-of time.
+        public var last7: Int
+        /// Moves in the 30 days up to the as-of time (includes `last7`).
+        public var last30: Int
+        public init(from: String, to: String, last7: Int, last30: Int) {
+            self.from = from
+            self.to = to
+            self.last7 = last7
+            self.last30 = last30
+        }
+    }
+
+    public struct Billing: Sendable, Equatable {
+        public var inRetry = 0
+        public var inGrace = 0
+        /// Day 0, 1, ... since an episode's first failure.
+        public var recovery: [RecoveryPoint] = []
+        public init(inRetry: Int = 0, inGrace: Int = 0, recovery: [RecoveryPoint] = []) {
+            self.inRetry = inRetry
+            self.inGrace = inGrace
+            self.recovery = recovery
+        }
+    }
+
+    /// Of the billing-trouble episodes that began at least `day` days before the as-of time
+    /// (`observed`), those that had recovered within `day` days (`recovered`).
+    public struct RecoveryPoint: Sendable, Equatable {
+        public var day: Int
+        public var observed: Int
+        public var recovered: Int
+        public init(day: Int, observed: Int, recovered: Int) {
+            self.day = day
+            self.observed = observed
+            self.recovered = recovered
+        }
+        /// nil when no episode is old enough.
+        public var share: Double? { observed > 0 ? Double(recovered) / Double(observed) : nil }
+    }
+
+    public struct WinbackCount: Sendable, Equatable {
+        public var campaign: String
+        public var status: String
+        public var count: Int
+        public init(campaign: String, status: String, count: Int) {
+            self.campaign = campaign
+            self.status = status
+            self.count = count
+        }
+    }
+
+    public struct Revenue: Sendable, Equatable {
+        public var rows: [RevenueRow]
+        public init(rows: [RevenueRow]) { self.rows = rows }
+    }
+
+    public struct RevenueRow: Sendable, Equatable {
+        public var segment: String
+        public var currency: String
+        public var subscriptions: Int
+        /// Sum of renewal prices in milliunits of `currency` (Apple's `renewalPrice`).
+        public var milliunits: Int64
+        public init(segment: String, currency: String, subscriptions: Int, milliunits: Int64) {
+            self.segment = segment
+            self.currency = currency
+            self.subscriptions = subscriptions
+            self.milliunits = milliunits
+        }
+    }
+
+    public struct RunRow: Sendable, Equatable {
+        public var id: Int64
+        public var kind: String
+        public var status: String
+        public var asOf: Date
+        public var due: Int
+        public var polled: Int
+        public var failed: Int
+        /// Apple calls per endpoint, summed over the run's workers.
+        public var calls: [String: Int]
+        /// 429 answers; nil when no worker reported the figure.
+        public var http429: Int?
+        /// Seconds the run's workers were at work; nil while unknown.
+        public var durationSeconds: Double?
+        public init(id: Int64, kind: String, status: String, asOf: Date, due: Int, polled: Int, failed: Int,
+                    calls: [String: Int], http429: Int?, durationSeconds: Double?) {
+            self.id = id
+            self.kind = kind
+            self.status = status
+            self.asOf = asOf
+            self.due = due
+            self.polled = polled
+            self.failed = failed
+            self.calls = calls
+            self.http429 = http429
+            self.durationSeconds = durationSeconds
+        }
+    }
+}

@@ -1,0 +1,54 @@
+import ArgumentParser
+import ChurnReport
+import ChurnStore
+import Foundation
+import Postgres
+
+struct ReportCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "report",
+        abstract: "Write the retention team's morning report: one self-contained HTML page.",
+        discussion: """
+            Panels: segment sizes over the days, events per day and auto-renew flips, moves between segments \
+            (7 and 30 days), billing trouble and the share recovered by day since the first failure, the win-back \
+            queue, revenue at risk (when renewal prices are stored), the last runs. Every chart has its numbers in a \
+            table. The page has no script and loads nothing: it can be mailed, printed or put on an internal page. \
+            An empty or new database gives a page that says so. Prints the file's path.
+
+            Exit codes: 0 written; 78 a bad value, a file that cannot be written, or a schema behind this build; \
+            69 database unreachable.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+
+    @Option(name: .customLong("out"), help: ArgumentHelp("The HTML file to write (default: churnwatch-report-DAY.html in the current directory).", valueName: "file"))
+    var out: String?
+
+    @Option(name: .customLong("days"), help: ArgumentHelp("Days of history in the charts, ending with the as-of day (1-366).", valueName: "n"))
+    var days: Int = 30
+
+    @Option(name: .customLong("as-of"), help: ArgumentHelp("The moment the report describes (ISO 8601; default: now).", valueName: "time"))
+    var asOf: String?
+
+    func run() async throws {
+        global.bootstrapLogging()
+        try await reportingErrors {
+            guard (1...366).contains(days) else {
+                throw CLIError.configuration("--days \(days) is out of range: give a number of days from 1 to 366")
+            }
+            let asOf = try TimeArgument.parse(self.asOf, flag: "--as-of") ?? Date()
+            let path = out ?? "churnwatch-report-\(asOf.ISO8601Format(.iso8601.year().month().day())).html"
+            let store = ChurnStore(pool: PostgresPool(connectionString: try global.resolvedDatabaseURL(), size: 1))
+            let data = try await store.reportData(asOf: asOf, days: days)
+            let html = ReportPage.render(data)
+            let url = URL(fileURLWithPath: path)
+            do {
+                try Data(html.utf8).write(to: url, options: .atomic)
+            } catch {
+                throw CLIError.configuration("--out \(path) cannot be written: \((error as NSError).localizedDescription) (choose another file)")
+            }
+            print(url.standardizedFileURL.path)
+        }
+    }
+}
