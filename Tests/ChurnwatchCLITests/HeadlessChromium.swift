@@ -39,8 +39,10 @@ struct HeadlessChromium {
             // Output goes to files: nothing to drain while waiting, whatever the browser prints.
             try FileManager.default.createDirectory(at: profile, withIntermediateDirectories: true)
             let outURL = profile.appendingPathComponent("stdout"), errURL = profile.appendingPathComponent("stderr")
-            FileManager.default.createFile(atPath: outURL.path, contents: nil)
-            FileManager.default.createFile(atPath: errURL.path, contents: nil)
+            guard FileManager.default.createFile(atPath: outURL.path, contents: nil),
+                  FileManager.default.createFile(atPath: errURL.path, contents: nil) else {
+                throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: profile.path])
+            }
             process.standardOutput = try FileHandle(forWritingTo: outURL)
             process.standardError = try FileHandle(forWritingTo: errURL)
             process.standardInput = FileHandle.nullDevice
