@@ -14,7 +14,8 @@ struct RunCommand: AsyncParsableCommand {
         abstract: "The nightly run: plan what is due, poll Apple, write segments, events and win-back queues.",
         discussion: """
             A second `run` while one is in progress exits 0 with "another run is in progress: run N".
-            An unfinished earlier run (crash, SIGTERM, time budget, Apple outage) is resumed, not restarted.
+            An unfinished earlier run (crash, SIGTERM, time budget, Apple outage) is resumed, not restarted; one of an
+            earlier night (UTC day of --as-of) is finished first, then tonight's run is planned and worked too.
             SIGTERM or SIGINT stops claiming, finishes in-flight work, commits and exits 75 ("resumable: run N");
             a second signal exits at once.
             PostgreSQL going away mid-run: claims and commits are retried for up to 2 minutes, then exit 75.
@@ -70,7 +71,8 @@ struct RunCommand: AsyncParsableCommand {
             let pool = PostgresPool(connectionString: url, size: workers + 2, logger: Logger(label: "churnwatch.postgres"))
             let store = ChurnStore(pool: pool, logger: logger)
             try await store.schemaCheck()
-            let limiter = SharedBudgetLimiter(store: store, limits: config.rateLimits, namespace: config.bundleId)
+            let limiter = SharedBudgetLimiter(store: store, limits: config.rateLimits, namespace: config.bundleId,
+                                              maxPause: config.retryPolicy.maxTotalWait, logger: logger)
             let client = AppStoreServerAPIClient(configuration: config, limiter: limiter, logger: Logger(label: "churnwatch.appstore"))
             let engine = RunEngine(store: store, poller: SubscriptionPoller(client: client, fullHistory: false), options: options, logger: logger)
             let signals = SignalHandler { engine.requestStop("signal") }
@@ -86,6 +88,10 @@ struct RunCommand: AsyncParsableCommand {
                 let ended = try await engine.run { progress.record($0) }
                 outcome = ended
                 progress.finish()
+                // Runs of earlier nights this invocation closed before tonight's.
+                for earlier in engine.closedEarlier {
+                    print(RunSummaryText.lines(earlier, calls: [:]).dropLast().joined(separator: "\n"))
+                }
                 try report(ended, stats: engine.stats)
             } catch {
                 progress.finish()

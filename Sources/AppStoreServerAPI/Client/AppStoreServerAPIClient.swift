@@ -15,6 +15,7 @@ public final class AppStoreServerAPIClient: Sendable {
     private let clock: any AppStoreClock
     private let random: @Sendable () -> Double
     private let logger: Logger
+    private let retryAfterWarned = Locked(false)
     private static let userAgent = "churnwatch/1.0"
 
     /// - Parameters:
@@ -298,10 +299,13 @@ public final class AppStoreServerAPIClient: Sendable {
                 tokens.invalidate(token)
                 attempt -= 1 // a fresh token is not a retry
             case .rateLimited(let retryAfter):
-                let until = Self.parseRetryAfter(retryAfter, now: clock.now()) ?? clock.now().addingTimeInterval(policy.ceiling(afterAttempt: attempt))
+                let now = clock.now()
+                let asked = Self.parseRetryAfter(retryAfter, now: now) ?? now.addingTimeInterval(policy.ceiling(afterAttempt: attempt))
+                let (until, capped) = policy.pause(retryAfter: asked, now: now)
+                if capped { warnRetryAfterCapped(key, raw: retryAfter ?? "", asked: asked, until: until) }
                 await limiter.rateLimited(key, until: until)
                 logger.warning("Apple rate limit on \(key), paused until \(until.ISO8601Format())")
-                if attempt >= policy.maxAttempts || until.timeIntervalSince(clock.now()) > remainingWait() {
+                if capped || attempt >= policy.maxAttempts || until.timeIntervalSince(clock.now()) > remainingWait() {
                     return .rateLimited(until: until)
                 }
             case .retry(let failure):
@@ -316,6 +320,19 @@ public final class AppStoreServerAPIClient: Sendable {
                 }
             }
         }
+    }
+
+    /// One warning per process (then debug lines): the server asked for a pause longer than
+    /// `APPSTORE_MAX_RETRY_WAIT`, and churnwatch pauses only that long.
+    private func warnRetryAfterCapped(_ key: RateLimitKey, raw: String, asked: Date, until: Date) {
+        let first = retryAfterWarned.withLock { warned in
+            defer { warned = true }
+            return !warned
+        }
+        let text = "\(key): the server's Retry-After \"\(raw.prefix(40))\" asks for a pause until \(asked.ISO8601Format()); "
+            + "APPSTORE_MAX_RETRY_WAIT caps it at \(Int(configuration.retryPolicy.maxTotalWait)) s (until \(until.ISO8601Format())): "
+            + "the call fails as rate limited and is retried later in the run or on resume"
+        if first { logger.warning("\(text)") } else { logger.debug("\(text)") }
     }
 
     /// The App Store Server API's status and error-code rules.

@@ -1,0 +1,101 @@
+@testable import AppStoreServerAPI
+import Foundation
+import Testing
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The request timeout bounds the whole exchange, body included: a server that answers its
+/// head at once and then dribbles the body cannot hold a call past the timeout.
+@Suite("NIO transport: the timeout covers a slow body")
+struct SlowBodyTimeoutTests {
+    @Test func aDribbledBodyTimesOutWithinTheTimeout() async throws {
+        // 40 bytes of a promised 64, one every 100 ms: the server gives up by itself after 4 s.
+        let server = try DribblingServer(bytes: 40, every: 0.1, promised: 64)
+        defer { server.stop() }
+        let request = HTTPRequest(method: "GET", url: URL(string: "http://127.0.0.1:\(server.port)/inApps/v1/subscriptions/1")!, timeout: 1)
+        let started = Date()
+        var thrown: (any Error)?
+        do {
+            _ = try await NIOHTTPTransport.shared.send(request)
+        } catch {
+            thrown = error
+        }
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(thrown as? HTTPTransportError == .timeout, "\(String(describing: thrown))")
+        #expect(elapsed < 2.5, "the call took \(elapsed) s against a 1 s timeout")
+        #expect(elapsed >= 0.9, "the call ended after \(elapsed) s, before its timeout")
+    }
+}
+
+/// One connection at a time: reads a request head, sends a response head promising `promised`
+/// bytes, then `bytes` of them one at a time `every` seconds, and closes. Bounded: it stops by
+/// itself.
+private final class DribblingServer: @unchecked Sendable {
+    let port: UInt16
+    private let listener: Int32
+
+    init(bytes: Int, every: TimeInterval, promised: Int) throws {
+        #if canImport(Glibc)
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        #else
+        let listener = socket(AF_INET, SOCK_STREAM, 0)
+        #endif
+        guard listener >= 0 else { throw POSIXError(.EIO) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(listener, 8) == 0 else { close(listener); throw POSIXError(.EADDRINUSE) }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        self.listener = listener
+        port = UInt16(bigEndian: address.sin_port)
+        Thread {
+            while true {
+                let fd = accept(listener, nil, nil)
+                if fd < 0 { return }
+                Thread { Self.dribble(fd, bytes: bytes, every: every, promised: promised) }.start()
+            }
+        }.start()
+    }
+
+    func stop() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+    }
+
+    private static func dribble(_ fd: Int32, bytes: Int, every: TimeInterval, promised: Int) {
+        defer { close(fd) }
+        var received = Data()
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while received.range(of: Data("\r\n\r\n".utf8)) == nil {
+            let n = recv(fd, &chunk, chunk.count, 0)
+            if n <= 0 { return }
+            received.append(contentsOf: chunk[0..<n])
+        }
+        guard write(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(promised)\r\n\r\n") else { return }
+        for _ in 0..<bytes {
+            // Pacing the dribble, not waiting for anything.
+            usleep(UInt32(every * 1_000_000))
+            guard write(fd, " ") else { return }
+        }
+    }
+
+    private static func write(_ fd: Int32, _ text: String) -> Bool {
+        Array(text.utf8).withUnsafeBytes { raw in
+            #if canImport(Glibc)
+            send(fd, raw.baseAddress!, raw.count, Int32(MSG_NOSIGNAL)) == raw.count
+            #else
+            send(fd, raw.baseAddress!, raw.count, 0) == raw.count
+            #endif
+        }
+    }
+}
