@@ -91,10 +91,10 @@ public actor SharedBudgetLimiter: AppStoreRateLimiter {
         return decision
     }
 
-    public func rateLimited(_ key: RateLimitKey, until: Date) async {
+    public func rateLimited(_ key: RateLimitKey, until: Date, sentAt: Date) async {
         stash[key] = 0
-        await local.rateLimited(key, until: until)
-        await yieldingLocal?.rateLimited(key, until: until)
+        await local.rateLimited(key, until: until, sentAt: sentAt)
+        await yieldingLocal?.rateLimited(key, until: until, sentAt: sentAt)
         try? await store.apiBudgetPause(key: bucketKey(key), until: until, maxPause: maxPause)
     }
 

@@ -86,7 +86,11 @@ struct RunFaultsTests {
         #expect(r.status == 0, "\(r.stderr.suffix(500))")
         #expect(r.stdout.contains("run 2 done:") && r.stdout.contains(" 0 failed"), "\(r.stdout)")
         #expect(r.stderr.contains("dropped a stored Apple rate-limit pause past APPSTORE_MAX_RETRY_WAIT"), "\(r.stderr.suffix(500))")
-        let left = try db.query("SELECT count(*) FROM churnwatch.api_budget WHERE paused_until > now() + interval '1 minute'")[0].decode(Int.self, at: 0)
+        // The status bucket (every poll draws from it) no longer holds the pause; a bucket the
+        // night did not draw from drops it when it is first drawn from.
+        let left = try db.query("""
+            SELECT count(*) FROM churnwatch.api_budget WHERE key LIKE '%/status/%' AND paused_until > now() + interval '1 minute'
+            """)[0].decode(Int.self, at: 0)
         #expect(left == 0)
     }
 
@@ -104,6 +108,7 @@ struct RunFaultsTests {
         let stats = try world.sim.stats()
         let served = stats.requests.values.reduce(0) { $0 + $1.filter { $0.key == "200" }.values.reduce(0, +) }
         print("2,000/s against 20/s: \(served) answered, \(stats.rate_limited) refused (429) in \(String(format: "%.1f", elapsed)) s")
-        #expect(stats.rate_limited < served, "more 429s (\(stats.rate_limited)) than answers (\(served))")
+        // Before: 988 refusals and items left failed "rate limited" (the rate halved per 429 to a floor 12 times the server's).
+        #expect(stats.rate_limited * 2 < served, "\(stats.rate_limited) 429s against \(served) answers")
     }
 }

@@ -14,8 +14,9 @@ public final class AppStoreServerAPIClient: Sendable {
     private let limiter: any AppStoreRateLimiter
     private let clock: any AppStoreClock
     private let random: @Sendable () -> Double
-    private let logger: Logger
-    private let retryAfterWarned = Locked(false)
+    let logger: Logger
+    let retryAfterWarned = Locked(false)
+    let rateLimitWarned = Locked<[RateLimitKey: Date]>([:])
     private static let userAgent = "churnwatch/1.0"
 
     /// - Parameters:
@@ -274,6 +275,7 @@ public final class AppStoreServerAPIClient: Sendable {
                 }
             }
             let verdict: Verdict
+            let sentAt = clock.now()
             do {
                 verdict = judge(try await transport.send(request(token)))
             } catch HTTPTransportError.untrustedServer(let detail) {
@@ -303,8 +305,14 @@ public final class AppStoreServerAPIClient: Sendable {
                 let asked = Self.parseRetryAfter(retryAfter, now: now) ?? now.addingTimeInterval(policy.ceiling(afterAttempt: attempt))
                 let (until, capped) = policy.pause(retryAfter: asked, now: now)
                 if capped { warnRetryAfterCapped(key, raw: retryAfter ?? "", asked: asked, until: until) }
-                await limiter.rateLimited(key, until: until)
-                logger.warning("Apple rate limit on \(key), paused until \(until.ISO8601Format())")
+                await limiter.rateLimited(key, until: until, sentAt: sentAt)
+                // A burst of 429s is one warning (then one per 10 s per endpoint), not a line each.
+                let level: Logger.Level = rateLimitWarned.withLock { last in
+                    guard now.timeIntervalSince(last[key] ?? .distantPast) >= 10 else { return .debug }
+                    last[key] = now
+                    return .warning
+                }
+                logger.log(level: level, "Apple rate limit on \(key), paused until \(until.ISO8601Format())")
                 if capped || attempt >= policy.maxAttempts || until.timeIntervalSince(clock.now()) > remainingWait() {
                     return .rateLimited(until: until)
                 }
@@ -320,19 +328,6 @@ public final class AppStoreServerAPIClient: Sendable {
                 }
             }
         }
-    }
-
-    /// One warning per process (then debug lines): the server asked for a pause longer than
-    /// `APPSTORE_MAX_RETRY_WAIT`, and churnwatch pauses only that long.
-    private func warnRetryAfterCapped(_ key: RateLimitKey, raw: String, asked: Date, until: Date) {
-        let first = retryAfterWarned.withLock { warned in
-            defer { warned = true }
-            return !warned
-        }
-        let text = "\(key): the server's Retry-After \"\(raw.prefix(40))\" asks for a pause until \(asked.ISO8601Format()); "
-            + "APPSTORE_MAX_RETRY_WAIT caps it at \(Int(configuration.retryPolicy.maxTotalWait)) s (until \(until.ISO8601Format())): "
-            + "the call fails as rate limited and is retried later in the run or on resume"
-        if first { logger.warning("\(text)") } else { logger.debug("\(text)") }
     }
 
     /// The App Store Server API's status and error-code rules.
@@ -355,14 +350,6 @@ public final class AppStoreServerAPIClient: Sendable {
         default:
             return .done(.malformedResponse("unexpected HTTP status \(response.status)"))
         }
-    }
-
-    /// `Retry-After` as Apple sends it: UNIX time in milliseconds. A small integer is taken as
-    /// delay-seconds (RFC 9110), which some compatible servers send.
-    static func parseRetryAfter(_ value: String?, now: Date) -> Date? {
-        guard let value = value?.trimmingCharacters(in: .whitespaces), let number = Int64(value), number >= 0 else { return nil }
-        if number >= 100_000_000_000 { return Date(timeIntervalSince1970: Double(number) / 1000) }
-        return now.addingTimeInterval(Double(number))
     }
 
     static func url(_ base: URL, path: String, query: [(name: String, value: String)]) -> URL {

@@ -55,12 +55,12 @@ public actor TokenBucketRateLimiter: AppStoreRateLimiter {
         }
     }
 
-    public func rateLimited(_ key: RateLimitKey, until: Date) {
+    public func rateLimited(_ key: RateLimitKey, until: Date, sentAt: Date) {
         let now = clock.now()
         var bucket = buckets[key] ?? Bucket(nextSlot: now, rate: backoff)
         bucket.pausedUntil = max(bucket.pausedUntil, until)
         bucket.nextSlot = max(bucket.nextSlot, until)
-        bucket.rate.rateLimited(at: now, pausedUntil: bucket.pausedUntil)
+        bucket.rate.rateLimited(at: now, sentAt: sentAt, pausedUntil: bucket.pausedUntil)
         buckets[key] = bucket
     }
 
