@@ -14,11 +14,13 @@ struct RunCommand: AsyncParsableCommand {
         abstract: "The nightly run: plan what is due, poll Apple, write segments, events and win-back queues.",
         discussion: """
             A second `run` while one is in progress exits 0 with "another run is in progress: run N".
-            An unfinished earlier run (crash, SIGTERM, time budget, Apple outage) is resumed, not restarted; one of an
-            earlier night (UTC day of --as-of) is finished first, then tonight's run is planned and worked too.
+            An unfinished earlier run (crash, SIGTERM, time budget, Apple outage) is resumed, not restarted. Every night
+            (UTC day of --as-of) gets its own run: when the unfinished run is of an earlier night, tonight's is planned
+            at once, the earlier one is finished (and writes its segment_daily day), then tonight's is worked.
             SIGTERM or SIGINT stops claiming, finishes in-flight work, commits and exits 75 ("resumable: run N");
             a second signal exits at once.
-            PostgreSQL going away mid-run: claims and commits are retried for up to 2 minutes, then exit 75.
+            PostgreSQL going away mid-run: each claim and commit is retried for up to 2 minutes (2 to 3 minutes of outage
+            in all, polls first waiting for budget tokens up to APPSTORE_MAX_RETRY_WAIT), then exit 75.
             --join works the nightly run only (a backfill is joined with `backfill --join`). See docs/robustness.md.
             """
     )

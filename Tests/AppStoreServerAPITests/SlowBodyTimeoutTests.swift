@@ -12,10 +12,11 @@ import Darwin
 @Suite("NIO transport: the timeout covers a slow body")
 struct SlowBodyTimeoutTests {
     @Test func aDribbledBodyTimesOutWithinTheTimeout() async throws {
-        // 40 bytes of a promised 64, one every 100 ms: the server gives up by itself after 4 s.
-        let server = try DribblingServer(bytes: 40, every: 0.1, promised: 64)
+        // 300 bytes of a promised 400, one every 100 ms: the server gives up by itself after 30 s.
+        let server = try DribblingServer(bytes: 300, every: 0.1, promised: 400)
         defer { server.stop() }
-        let request = HTTPRequest(method: "GET", url: URL(string: "http://127.0.0.1:\(server.port)/inApps/v1/subscriptions/1")!, timeout: 1)
+        let timeout: TimeInterval = 2
+        let request = HTTPRequest(method: "GET", url: URL(string: "http://127.0.0.1:\(server.port)/inApps/v1/subscriptions/1")!, timeout: timeout)
         let started = Date()
         var thrown: (any Error)?
         do {
@@ -24,9 +25,14 @@ struct SlowBodyTimeoutTests {
             thrown = error
         }
         let elapsed = Date().timeIntervalSince(started)
+        print("dribbled body: \(String(describing: thrown)) after \(String(format: "%.2f", elapsed)) s against a \(timeout) s timeout")
         #expect(thrown as? HTTPTransportError == .timeout, "\(String(describing: thrown))")
-        #expect(elapsed < 2.5, "the call took \(elapsed) s against a 1 s timeout")
-        #expect(elapsed >= 0.9, "the call ended after \(elapsed) s, before its timeout")
+        #expect(elapsed >= timeout * 0.95, "the call ended after \(elapsed) s, before its timeout")
+        // About the timeout; the slack is for a loaded machine (2 cores shared by the whole
+        // suite), still far below the 30 s the server would have held the call.
+        #expect(elapsed < timeout + 10, "the call took \(elapsed) s against a \(timeout) s timeout")
+        // The client hung up while the server was still sending (it notices at its next write).
+        #expect(try await server.waitUntilCutOff(timeout: 10), "the server sent its whole body: the call was not cut off")
     }
 }
 
@@ -36,6 +42,8 @@ struct SlowBodyTimeoutTests {
 private final class DribblingServer: @unchecked Sendable {
     let port: UInt16
     private let listener: Int32
+    /// Signalled when a client closed its connection before the whole dribble was sent.
+    private let cutOff = DispatchSemaphore(value: 0)
 
     init(bytes: Int, every: TimeInterval, promised: Int) throws {
         #if canImport(Glibc)
@@ -62,9 +70,20 @@ private final class DribblingServer: @unchecked Sendable {
             while true {
                 let fd = accept(listener, nil, nil)
                 if fd < 0 { return }
-                Thread { Self.dribble(fd, bytes: bytes, every: every, promised: promised) }.start()
+                let cutOff = self.cutOff
+                Thread {
+                    if !Self.dribble(fd, bytes: bytes, every: every, promised: promised) { cutOff.signal() }
+                }.start()
             }
         }.start()
+    }
+
+    /// True once a client hung up mid-body (waits on a thread of its own, at most `timeout`).
+    func waitUntilCutOff(timeout: TimeInterval) async throws -> Bool {
+        let cutOff = self.cutOff
+        return await withCheckedContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(returning: cutOff.wait(timeout: .now() + timeout) == .success) }
+        }
     }
 
     func stop() {
@@ -72,21 +91,23 @@ private final class DribblingServer: @unchecked Sendable {
         close(listener)
     }
 
-    private static func dribble(_ fd: Int32, bytes: Int, every: TimeInterval, promised: Int) {
+    /// Returns false when the client hung up before all `bytes` were sent.
+    private static func dribble(_ fd: Int32, bytes: Int, every: TimeInterval, promised: Int) -> Bool {
         defer { close(fd) }
         var received = Data()
         var chunk = [UInt8](repeating: 0, count: 4096)
         while received.range(of: Data("\r\n\r\n".utf8)) == nil {
             let n = recv(fd, &chunk, chunk.count, 0)
-            if n <= 0 { return }
+            if n <= 0 { return false }
             received.append(contentsOf: chunk[0..<n])
         }
-        guard write(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(promised)\r\n\r\n") else { return }
+        guard write(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: \(promised)\r\n\r\n") else { return false }
         for _ in 0..<bytes {
             // Pacing the dribble, not waiting for anything.
             usleep(UInt32(every * 1_000_000))
-            guard write(fd, " ") else { return }
+            guard write(fd, " ") else { return false }
         }
+        return true
     }
 
     private static func write(_ fd: Int32, _ text: String) -> Bool {
