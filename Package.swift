@@ -165,6 +165,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             resources: [.copy("Fixtures")]
         ),
@@ -182,6 +183,8 @@ let package = Package(
             ]
         ),
         .testTarget(name: "ChurnStoreTests", dependencies: ["ChurnStore", "ChurnReport", "Postgres"]),
+        // The run engine's pure rules (no database, no clock).
+        .testTarget(name: "PollingTests", dependencies: ["Polling"]),
         // Runs the built churnwatch binary as operators do (exit codes, output).
         // Runs the built churnwatch and appstore-sim binaries as operators do.
         .testTarget(name: "ChurnwatchCLITests", dependencies: ["churnwatch", "appstore-sim", "Postgres"]),

@@ -73,6 +73,49 @@ extension ChurnStore {
         }
     }
 
+    /// Every unfinished run of a kind, oldest night first (by as-of time, then id): the order
+    /// the nightly owner and `--join` helpers work them in.
+    public func runFindUnfinishedAll(kind: RunRecord.Kind) async throws -> [RunRecord] {
+        try await pool.withConnection { db in
+            try db.query("""
+                SELECT \(Self.runColumns) FROM churnwatch.runs
+                WHERE kind = \(kind.rawValue) AND finished_at IS NULL
+                ORDER BY as_of, id
+                """).map(Self.decodeRun)
+        }
+    }
+
+    /// Marks a freshly planned run as waiting (`planning`) while its process first finishes an
+    /// earlier night's run; `runResume` sets it running when its turn comes.
+    public func runMarkWaiting(_ id: Int64) async throws {
+        try await pool.withConnection { db in
+            try db.execute("UPDATE churnwatch.runs SET status = 'planning' WHERE id = \(id) AND finished_at IS NULL")
+        }
+    }
+
+    /// Items of a run that failed only because Apple rate limited them.
+    public func runItemsRateLimitedCount(_ runId: Int64) async throws -> Int {
+        try await pool.withConnection { db in
+            try db.query("""
+                SELECT count(*) FROM churnwatch.run_items
+                WHERE run_id = \(runId) AND status = 'failed' AND outcome LIKE 'rate limited:%'
+                """)[0].decode(Int.self, at: 0)
+        }
+    }
+
+    /// Puts a run's items that failed only because Apple rate limited them back to pending, to
+    /// be polled again within the run. Returns how many.
+    @discardableResult
+    public func runItemsRetryRateLimited(_ runId: Int64) async throws -> Int {
+        try await pool.withConnection { db in
+            try db.execute("""
+                UPDATE churnwatch.run_items SET status = 'pending', outcome = NULL, finished_at = NULL,
+                    claimed_by = NULL, lease_until = NULL
+                WHERE run_id = \(runId) AND status = 'failed' AND outcome LIKE 'rate limited:%'
+                """)
+        }
+    }
+
     /// Any run that is not finished, newest first (for "another run is in progress").
     public func runFindActive() async throws -> RunRecord? {
         try await pool.withConnection { db in
@@ -96,8 +139,19 @@ extension ChurnStore {
     /// Creates a nightly run and plans its items in one transaction: one `INSERT ... SELECT`
     /// of the due selection (a subscription due for several reasons gets the first). A crash
     /// before COMMIT leaves nothing behind. Returns the run and its counts by reason.
-    public func runCreateNightly(asOf: Date, windows: PlanWindows, params: PostgresJSON) async throws -> (RunRecord, [DueReason: Int]) {
-        let selection = Self.dueSelection(asOf: asOf, windows: windows)
+    ///
+    /// `behind`: unfinished runs of earlier nights that the same process works first. Their
+    /// open items (pending or claimed) are left out: they are polled there, tonight, before
+    /// this run, and polling them twice would double the cost of catching up.
+    public func runCreateNightly(asOf: Date, windows: PlanWindows, params: PostgresJSON,
+                                 behind: [Int64] = []) async throws -> (RunRecord, [DueReason: Int]) {
+        let due = Self.dueSelection(asOf: asOf, windows: windows)
+        let selection: PostgresQuery = behind.isEmpty ? due : """
+            SELECT * FROM (\(due)) AS d
+            WHERE NOT EXISTS (SELECT 1 FROM churnwatch.run_items e
+                              WHERE e.run_id = ANY(\(behind)) AND e.original_transaction_id = d.original_transaction_id
+                                AND e.status IN ('pending', 'claimed'))
+            """
         let result = try await pool.withTransaction { db in
             try db.execute(Self.withoutJIT)
             let run = try Self.decodeRun(try db.query("""

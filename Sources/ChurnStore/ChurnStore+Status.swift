@@ -95,7 +95,8 @@ public struct RunStatus: Sendable, Equatable {
 }
 
 extension ChurnStore {
-    /// The status of run `runId`; without one, of the newest unfinished run, else of the
+    /// The status of run `runId`; without one, of the unfinished run being worked (an earlier
+    /// night's before tonight's waiting one), else the newest unfinished run, else of the
     /// newest run. nil when there is no such run. `now` is the moment figures are measured at.
     public func runStatus(_ runId: Int64?, now: Date) async throws -> RunStatus? {
         try await pool.withConnection { db in
@@ -105,7 +106,7 @@ extension ChurnStore {
             } else {
                 selection = """
                     SELECT \(Self.runColumns) FROM churnwatch.runs
-                    ORDER BY finished_at IS NULL DESC, id DESC LIMIT 1
+                    ORDER BY finished_at IS NULL DESC, status = 'running' DESC, id DESC LIMIT 1
                     """
             }
             guard let run = try db.query(selection).first.map(Self.decodeRun) else { return nil }

@@ -90,11 +90,12 @@ public struct WorkerStats: Sendable, Codable, Equatable {
 /// concurrently within a shared budget, commits each batch in one transaction, and closes the
 /// run when nothing is left. Stops cleanly on request.
 public final class RunEngine: Sendable {
-    private let store: ChurnStore
+    let store: ChurnStore
     private let poller: SubscriptionPoller
-    private let options: RunOptions
-    private let logger: Logger
-    private let state: LockedState
+    let options: RunOptions
+    let logger: Logger
+    let state: LockedState
+    let retryRule = RateLimitedRetryRule()
 
     public init(store: ChurnStore, poller: SubscriptionPoller, options: RunOptions, logger: Logger) {
         self.store = store
@@ -113,7 +114,9 @@ public final class RunEngine: Sendable {
     public var stats: WorkerStats { state.stats }
 
     /// Runs (or resumes, or joins) and returns how it ended. `progress` is called after every
-    /// committed batch.
+    /// committed batch. The nightly owner may work several runs: unfinished ones of earlier
+    /// nights first, then tonight's (``NightlyQueue``); the outcome is the last one's, and the
+    /// runs closed before it are in ``closedEarlier``.
     public func run(progress: (@Sendable (RunProgressReport) -> Void)? = nil) async throws -> RunOutcome {
         let kind = options.kind
         // This process's locks live on a connection of their own for the whole run: its worker
@@ -121,88 +124,57 @@ public final class RunEngine: Sendable {
         let locks = RunLocks(store: store, logger: logger)
         defer { Task { await locks.close() } }
         _ = try await locks.take(ChurnStore.workerLockKey(options.workerName), name: "worker")
-        if options.join { return try await joinRun(locks: locks, progress: progress) }
+        if options.join { return try await joinRuns(locks: locks, progress: progress) }
         guard try await locks.take(ChurnStore.runLockKey(kind), name: "\(kind.rawValue) run") else {
             return .anotherRunInProgress(runId: try await store.runFindUnfinished(kind: kind)?.id)
         }
+        guard let backfill = options.backfill else { return try await runNights(locks: locks, progress: progress) }
         let run: RunRecord
         if let unfinished = try await store.runFindUnfinished(kind: kind) {
-            if case .cohort(let cohort, let fullHistory)? = options.backfill {
+            if case .cohort(let cohort, let fullHistory) = backfill {
                 let stored = try? unfinished.params.decode(BackfillParams.self)
                 guard let stored, stored.sameWork(as: BackfillParams(cohort: cohort, fullHistory: fullHistory)) else {
                     return .otherBackfillUnfinished(runId: unfinished.id, cohort: stored?.summary ?? "unknown")
                 }
             }
             run = unfinished
-            // Items held by processes that are gone come back at once (their worker locks died
-            // with them); the heartbeat rule catches workers of older builds.
-            let dead = try await store.runItemsRecoverDead(runId: run.id)
-            let recovered = try await store.runItemsRecover(runId: run.id, silence: options.lease)
-            try await store.runResume(run.id)
-            logger.info("resuming run", metadata: ["run": "\(run.id)", "kind": "\(kind.rawValue)", "as_of": "\(run.asOf.ISO8601Format())",
-                                                   "recovered_items": "\(dead + recovered)"])
+            try await resume(run)
         } else {
-            switch options.backfill {
-            case nil:
-                let (created, byReason) = try await store.runCreateNightly(asOf: options.asOf, windows: options.windows, params: options.params)
-                run = created
-                logger.info("planned run", metadata: [
-                    "run": "\(run.id)", "due": "\(run.due)",
-                    "by_reason": "\(byReason.sorted { $0.key.priority < $1.key.priority }.map { "\($0.key.rawValue)=\($0.value)" }.joined(separator: " "))",
-                ])
-            case .resume?:
+            switch backfill {
+            case .resume:
                 return .nothingToResume
-            case .cohort(let cohort, _)?:
+            case .cohort(let cohort, _):
                 run = try await store.runCreateBackfill(asOf: options.asOf, cohort: cohort, params: options.params)
                 logger.info("planned backfill", metadata: ["run": "\(run.id)", "due": "\(run.due)", "cohort": "\(cohort.summary)"])
             }
         }
-        state.setRun(run.id, due: run.due)
-        let ending = try await work(run: run, locks: locks, progress: progress)
-        switch ending {
-        case .drained:
-            do {
-                let summary = try await persist("finish") { try await self.store.runFinish(run.id, asOf: run.asOf) }
-                return .finished(summary)
-            } catch let error as PostgresError where error.isConnectionProblem {
-                return .databaseUnavailable(runId: run.id, detail: error.message)
-            }
-        case .stopped(let reason):
-            try? await persist("interrupt") { try await self.store.runInterrupt(run.id) }
-            return .interrupted(runId: run.id, reason: reason)
-        case .appleUnavailable(let detail):
-            try? await persist("interrupt") { try await self.store.runInterrupt(run.id) }
-            return .appleUnavailable(runId: run.id, detail: detail)
-        case .unauthorized:
-            try? await persist("interrupt") { try await self.store.runInterrupt(run.id) }
-            return .unauthorized(runId: run.id)
-        case .untrustedServer(let detail):
-            try? await persist("interrupt") { try await self.store.runInterrupt(run.id) }
-            return .untrustedServer(runId: run.id, detail: detail)
-        case .databaseUnavailable(let detail):
-            try? await store.runInterrupt(run.id)
-            return .databaseUnavailable(runId: run.id, detail: detail)
-        }
+        return try await workAndClose(run, locks: locks, progress: progress)
     }
 
-    private func joinRun(locks: RunLocks, progress: (@Sendable (RunProgressReport) -> Void)?) async throws -> RunOutcome {
-        guard let run = try await store.runFindUnfinished(kind: options.kind) else { return .nothingToJoin }
-        state.setRun(run.id, due: run.due)
-        logger.info("joining run", metadata: ["run": "\(run.id)", "worker": "\(options.workerName)"])
-        switch try await work(run: run, locks: locks, progress: progress) {
-        case .drained: return .joinedAndDrained(runId: run.id, polled: state.stats.polled)
-        case .stopped(let reason): return .interrupted(runId: run.id, reason: reason)
-        case .appleUnavailable(let detail): return .appleUnavailable(runId: run.id, detail: detail)
-        case .unauthorized: return .unauthorized(runId: run.id)
-        case .untrustedServer(let detail): return .untrustedServer(runId: run.id, detail: detail)
-        case .databaseUnavailable(let detail): return .databaseUnavailable(runId: run.id, detail: detail)
-        }
+    /// The runs this process closed before the one its outcome is about (earlier nights).
+    public var closedEarlier: [RunSummary] { state.closedEarlier }
+
+    /// Takes an unfinished run over: items held by processes that are gone come back at once
+    /// (their worker locks died with them; the heartbeat rule catches workers of older builds),
+    /// and items that failed for a reason of the whole run are tried again.
+    func resume(_ run: RunRecord, recovered known: Int? = nil) async throws {
+        var recovered = known ?? 0
+        if known == nil { recovered = try await recoverItems(run) }
+        try await store.runResume(run.id)
+        logger.info("resuming run", metadata: ["run": "\(run.id)", "kind": "\(run.kind.rawValue)", "as_of": "\(run.asOf.ISO8601Format())",
+                                               "recovered_items": "\(recovered)"])
+    }
+
+    /// The item side of ``resume(_:recovered:)``: returns how many items came back to pending.
+    func recoverItems(_ run: RunRecord) async throws -> Int {
+        let dead = try await store.runItemsRecoverDead(runId: run.id)
+        return dead + (try await store.runItemsRecover(runId: run.id, silence: options.lease))
     }
 
     /// Runs a database step of the run, again and again while PostgreSQL is away (within
     /// `options.databaseRetry`). Every step wrapped so is safe to repeat: claims, batch commits
     /// (idempotent), heartbeats, releases, the finish.
-    private func persist<T: Sendable>(_ what: String, _ operation: @Sendable () async throws -> T) async throws -> T {
+    func persist<T: Sendable>(_ what: String, _ operation: @Sendable () async throws -> T) async throws -> T {
         let logger = self.logger
         return try await store.pool.withReconnect(policy: options.databaseRetry, onRetry: { error, delay in
             logger.warning("PostgreSQL unavailable: retrying", metadata: [
@@ -227,10 +199,11 @@ public final class RunEngine: Sendable {
     }
 
     /// Claims, polls and commits until nothing is left or a stop is requested.
-    private func work(run: RunRecord, locks: RunLocks, progress: (@Sendable (RunProgressReport) -> Void)?) async throws -> Ending {
-        let started = Date()
-        let deadline = options.maxDuration.map { started.addingTimeInterval($0) }
+    func work(run: RunRecord, locks: RunLocks, progress: (@Sendable (RunProgressReport) -> Void)?) async throws -> Ending {
+        // The time budget is the invocation's, over every run it works.
+        let deadline = options.maxDuration.map { state.stats.startedAt.addingTimeInterval($0) }
         if let deadline { state.setDeadline(deadline) }
+        state.beginWork()
         try await persist("heartbeat") { try await self.store.runWorkerHeartbeat(runId: run.id, worker: self.options.workerName) }
         let workers = max(1, (options.concurrency + options.batchSize - 1) / options.batchSize)
         let perBatch = min(options.batchSize, max(1, options.concurrency))
@@ -386,224 +359,5 @@ public final class RunEngine: Sendable {
                 }
             }
         }
-    }
-}
-
-/// The advisory locks one process holds while it works a run, on a connection of their own:
-/// its worker lock (always) and the run lock of its kind (the owner). After that connection
-/// was lost (a PostgreSQL restart, a terminated backend), `keep()` takes them again on a new one.
-final class RunLocks: @unchecked Sendable {
-    private let pool: PostgresPool
-    private let logger: Logger
-    private let lock = NSLock()
-    private var held: [Int64: String] = [:]
-    private var backend: Int32 = 0
-
-    init(store: ChurnStore, logger: Logger) {
-        pool = PostgresPool(connectionString: store.pool.connectionString, overrides: store.pool.overrides, size: 1, logger: logger)
-        self.logger = logger
-    }
-
-    /// Takes `key` without waiting; true when granted (and kept from then on).
-    func take(_ key: Int64, name: String) async throws -> Bool {
-        let (got, pid) = try await pool.withConnection { c in (try c.tryAdvisoryLock(key), c.backendPID) }
-        lock.withLock {
-            if got { held[key] = name }
-            backend = pid
-        }
-        return got
-    }
-
-    /// Checks the lock connection; on a new connection, takes every lock again.
-    func keep() async {
-        let (wanted, known) = lock.withLock { (held, backend) }
-        do {
-            let (pid, lost) = try await pool.withConnection { c -> (Int32, [Int64]) in
-                try c.ping()
-                guard c.backendPID != known else { return (c.backendPID, []) }
-                var lost: [Int64] = []
-                for key in wanted.keys where try !c.tryAdvisoryLock(key) { lost.append(key) }
-                return (c.backendPID, lost)
-            }
-            guard pid != known else { return }
-            lock.withLock {
-                backend = pid
-                for key in lost { held[key] = nil }
-            }
-            if lost.isEmpty {
-                logger.notice("reconnected: took this process's locks again")
-            } else {
-                // Another process took the run while we were cut off. It works the same queue;
-                // this one goes on as a helper (closing a run twice is harmless).
-                logger.warning("reconnected, but another process holds the lock now: going on as a helper",
-                               metadata: ["locks": "\(lost.compactMap { wanted[$0] }.joined(separator: ", "))"])
-            }
-        } catch {
-            logger.debug("lock connection unavailable; trying again", metadata: ["error": "\(error)"])
-        }
-    }
-
-    func close() async { await pool.close() }
-}
-
-/// What a progress display needs after each batch.
-public struct RunProgressReport: Sendable {
-    public var runId: Int64
-    public var due: Int
-    public var polled: Int
-    public var failed: Int
-    public var calls: [String: Int]
-    public var elapsed: TimeInterval
-}
-
-/// The engine's mutable state, behind a lock (touched from many tasks).
-final class LockedState: @unchecked Sendable {
-    private let lock = NSLock()
-    private var _stats = WorkerStats()
-    private var stopReason: String?
-    private var deadline: Date?
-    private var _graceOver = false
-    private var ending: RunEngine.Ending?
-    private var consecutiveOutage = 0
-    private var runId: Int64 = 0
-    private var due = 0
-    private var stopWaiters: [CheckedContinuation<Void, Never>] = []
-    private var done = false
-    private let outageThreshold: Int
-    private var _failure: (any Error)?
-    private var _inFlight: Set<String> = []
-    private var lastOrphanCheck = Date.distantPast
-    private var lastHeartbeat = Date.distantPast
-
-    init(outageThreshold: Int) { self.outageThreshold = outageThreshold }
-
-    var stats: WorkerStats { lock.withLock { _stats } }
-    var graceOver: Bool { lock.withLock { _graceOver } }
-    var abnormalEnding: RunEngine.Ending? { lock.withLock { ending } }
-    var isDone: Bool { lock.withLock { done } }
-    /// The first unexpected error of a worker (a bug): the run stops and the error is thrown.
-    var failure: (any Error)? { lock.withLock { _failure } }
-    /// Items this process is polling right now.
-    var inFlight: [String] { lock.withLock { Array(_inFlight) } }
-
-    func beginFlight(_ ids: [String]) { lock.withLock { _inFlight.formUnion(ids) } }
-    func endFlight(_ ids: [String]) { lock.withLock { _inFlight.subtract(ids) } }
-
-    /// True at most once a second per process: time to write the heartbeat.
-    func heartbeatDue() -> Bool {
-        lock.withLock {
-            guard Date().timeIntervalSince(lastHeartbeat) >= 1 else { return false }
-            lastHeartbeat = Date()
-            return true
-        }
-    }
-
-    /// True at most every two seconds per process: time to look for items of dead workers.
-    func orphanCheckDue() -> Bool {
-        lock.withLock {
-            guard Date().timeIntervalSince(lastOrphanCheck) >= 2 else { return false }
-            lastOrphanCheck = Date()
-            return true
-        }
-    }
-
-    /// Ends the run this way (unless it already ends another way) and stops claiming.
-    func end(_ why: RunEngine.Ending, reason: String) {
-        lock.withLock { if ending == nil { ending = why } }
-        requestStop(reason)
-    }
-
-    func fail(_ error: any Error) {
-        lock.withLock { if _failure == nil { _failure = error } }
-        requestStop("internal error")
-    }
-
-    func setRun(_ id: Int64, due: Int) { lock.withLock { runId = id; self.due = due } }
-    func setDeadline(_ d: Date) { lock.withLock { deadline = d } }
-
-    func requestStop(_ reason: String) {
-        let waiters: [CheckedContinuation<Void, Never>] = lock.withLock {
-            if stopReason == nil { stopReason = reason }
-            if ending == nil { ending = .stopped(reason) }
-            let w = stopWaiters
-            stopWaiters = []
-            return w
-        }
-        waiters.forEach { $0.resume() }
-    }
-
-    /// Every worker has returned: release the grace watchdog.
-    func workersDone() {
-        let waiters: [CheckedContinuation<Void, Never>] = lock.withLock {
-            done = true
-            let w = stopWaiters
-            stopWaiters = []
-            return w
-        }
-        waiters.forEach { $0.resume() }
-    }
-
-    /// Returns once a stop is requested or the workers are done.
-    func waitForStop() async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let now: Bool = lock.withLock {
-                if stopReason != nil || done { return true }
-                stopWaiters.append(c)
-                return false
-            }
-            if now { c.resume() }
-        }
-    }
-
-    func markGraceOver() { lock.withLock { _graceOver = true } }
-
-    func shouldStopClaiming() -> Bool {
-        var expired = false
-        let stop: Bool = lock.withLock {
-            if stopReason != nil { return true }
-            if let deadline, Date() >= deadline { expired = true }
-            return false
-        }
-        if expired { requestStop("time budget (--max-duration) used up") }
-        return stop || expired
-    }
-
-    /// Adds a batch's results; ends the run on an Apple outage or a rejected key.
-    func record(_ results: [SubscriptionPoller.Result], _ counts: BatchCounts) -> RunProgressReport {
-        var stopFor: String?
-        let report: RunProgressReport = lock.withLock {
-            _stats.polled += counts.polled
-            _stats.failed += counts.failed
-            _stats.events += counts.events
-            _stats.enqueued += counts.enqueued
-            for r in results {
-                for (endpoint, n) in r.calls { _stats.calls[endpoint.rawValue, default: 0] += n }
-                switch r.failure {
-                case nil, .subscription?:
-                    consecutiveOutage = 0
-                case .appleUnavailable?:
-                    consecutiveOutage += 1
-                case .unauthorized?:
-                    if ending == nil { ending = .unauthorized }
-                    stopFor = "Apple rejected the API key"
-                case .untrustedServer?:
-                    var detail = "untrusted server"
-                    if case .failed(let reason) = r.write.outcome { detail = reason }
-                    if ending == nil { ending = .untrustedServer(detail) }
-                    stopFor = detail
-                }
-            }
-            if consecutiveOutage >= outageThreshold, ending == nil {
-                let last = results.last { $0.failure == .appleUnavailable }
-                var detail = "Apple unavailable"
-                if case .failed(let reason)? = last?.write.outcome { detail = reason }
-                ending = .appleUnavailable(detail)
-                stopFor = detail
-            }
-            return RunProgressReport(runId: runId, due: due, polled: _stats.polled, failed: _stats.failed, calls: _stats.calls,
-                                     elapsed: Date().timeIntervalSince(_stats.startedAt))
-        }
-        if let stopFor { requestStop(stopFor) }
-        return report
     }
 }

@@ -1,6 +1,7 @@
 import AppStoreServerAPI
 import ChurnStore
 import Foundation
+import Logging
 
 /// Apple's per-app budget shared by every process working a run: tokens come from a bucket
 /// row in PostgreSQL (`churnwatch.api_budget`), a few at a time, and each process spaces its
@@ -22,13 +23,19 @@ public actor SharedBudgetLimiter: AppStoreRateLimiter {
     private var yielding = false
     private var yieldCheckedAt = Date.distantPast
     private var yieldChecking = false
+    private let maxPause: TimeInterval
+    private let logger: Logger?
 
     /// - Parameters:
     ///   - namespace: what the budget belongs to (the app's bundle id): apps have separate budgets.
     ///   - yield: when set, this process takes only a share of the budget while `yield.isActive` says so.
+    ///   - maxPause: the longest pause a 429 may store (`APPSTORE_MAX_RETRY_WAIT`); a stored pause
+    ///     ending later than that from now is dropped, with a warning on `logger`.
     public init(store: ChurnStore, limits: AppStoreRateLimits, namespace: String, clock: any AppStoreClock = SystemClock(),
-                yield: BudgetYield? = nil) {
+                yield: BudgetYield? = nil, maxPause: TimeInterval = .infinity, logger: Logger? = nil) {
         self.store = store
+        self.maxPause = maxPause
+        self.logger = logger
         self.limits = limits
         self.namespace = namespace
         self.clock = clock
@@ -57,10 +64,16 @@ public actor SharedBudgetLimiter: AppStoreRateLimiter {
         while (stash[key] ?? 0) == 0 {
             let grant: BudgetGrant
             do {
-                grant = try await store.apiBudgetTake(key: bucketKey(key), rate: rate, burst: max(Double(chunk), rate / 2), want: want)
+                grant = try await store.apiBudgetTake(key: bucketKey(key), rate: rate, burst: max(Double(chunk), rate / 2), want: want,
+                                                      maxPause: maxPause)
             } catch {
                 // The database is the source of truth; without it, wait a little and ask again.
                 grant = BudgetGrant(granted: 0, retryAfter: 0.5)
+            }
+            if let dropped = grant.droppedPause {
+                logger?.warning("dropped a stored Apple rate-limit pause past APPSTORE_MAX_RETRY_WAIT", metadata: [
+                    "budget": "\(bucketKey(key))", "paused_until": "\(dropped.ISO8601Format())", "cap_s": "\(Int(maxPause))",
+                ])
             }
             if grant.granted > 0 {
                 stash[key, default: 0] += grant.granted
@@ -78,11 +91,11 @@ public actor SharedBudgetLimiter: AppStoreRateLimiter {
         return decision
     }
 
-    public func rateLimited(_ key: RateLimitKey, until: Date) async {
+    public func rateLimited(_ key: RateLimitKey, until: Date, sentAt: Date) async {
         stash[key] = 0
-        await local.rateLimited(key, until: until)
-        await yieldingLocal?.rateLimited(key, until: until)
-        try? await store.apiBudgetPause(key: bucketKey(key), until: until)
+        await local.rateLimited(key, until: until, sentAt: sentAt)
+        await yieldingLocal?.rateLimited(key, until: until, sentAt: sentAt)
+        try? await store.apiBudgetPause(key: bucketKey(key), until: until, maxPause: maxPause)
     }
 
     /// Asks `yield.isActive` again when its interval has passed (one question at a time).

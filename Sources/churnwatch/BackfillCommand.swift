@@ -151,7 +151,8 @@ struct BackfillCommand: AsyncParsableCommand {
                     budgetLogger.notice("no nightly run: the backfill uses the whole budget")
                 }
             })
-            let limiter = SharedBudgetLimiter(store: store, limits: config.rateLimits, namespace: config.bundleId, yield: yield)
+            let limiter = SharedBudgetLimiter(store: store, limits: config.rateLimits, namespace: config.bundleId, yield: yield,
+                                              maxPause: config.retryPolicy.maxTotalWait, logger: logger)
             let client = AppStoreServerAPIClient(configuration: config, limiter: limiter, logger: Logger(label: "churnwatch.appstore"))
             let engine = RunEngine(store: store, poller: SubscriptionPoller(client: client, fullHistory: history), options: options, logger: logger)
             let signals = SignalHandler { engine.requestStop("signal") }

@@ -15,10 +15,13 @@ struct RunCommand: AsyncParsableCommand {
         discussion: """
             A second `run` while one is in progress exits 0 with "another run is in progress: run N".
             A run in which every poll failed (at least 10, not counting ids Apple does not know) prints its summary and exits 69.
-            An unfinished earlier run (crash, SIGTERM, time budget, Apple outage) is resumed, not restarted.
+            An unfinished earlier run (crash, SIGTERM, time budget, Apple outage) is resumed, not restarted. Every night
+            (UTC day of --as-of) gets its own run: when the unfinished run is of an earlier night, tonight's is planned
+            at once, the earlier one is finished (and writes its segment_daily day), then tonight's is worked.
             SIGTERM or SIGINT stops claiming, finishes in-flight work, commits and exits 75 ("resumable: run N");
             a second signal exits at once.
-            PostgreSQL going away mid-run: claims and commits are retried for up to 2 minutes, then exit 75.
+            PostgreSQL going away mid-run: each claim and commit is retried for up to 2 minutes (2 to 3 minutes of outage
+            in all, polls first waiting for budget tokens up to APPSTORE_MAX_RETRY_WAIT), then exit 75.
             --join works the nightly run only (a backfill is joined with `backfill --join`). See docs/robustness.md.
             """
     )
@@ -69,7 +72,8 @@ struct RunCommand: AsyncParsableCommand {
             let pool = PostgresPool(connectionString: url, size: workers + 2, logger: Logger(label: "churnwatch.postgres"))
             let store = ChurnStore(pool: pool, logger: logger)
             try await store.schemaCheck(migrations: BuildMigrations.names())
-            let limiter = SharedBudgetLimiter(store: store, limits: config.rateLimits, namespace: config.bundleId)
+            let limiter = SharedBudgetLimiter(store: store, limits: config.rateLimits, namespace: config.bundleId,
+                                              maxPause: config.retryPolicy.maxTotalWait, logger: logger)
             let client = AppStoreServerAPIClient(configuration: config, limiter: limiter, logger: Logger(label: "churnwatch.appstore"))
             let engine = RunEngine(store: store, poller: SubscriptionPoller(client: client, fullHistory: false), options: options, logger: logger)
             let signals = SignalHandler { engine.requestStop("signal") }
@@ -85,6 +89,10 @@ struct RunCommand: AsyncParsableCommand {
                 let ended = try await engine.run { progress.record($0) }
                 outcome = ended
                 progress.finish()
+                // Runs of earlier nights this invocation closed before tonight's.
+                for earlier in engine.closedEarlier {
+                    print(RunSummaryText.lines(earlier, calls: [:]).dropLast().joined(separator: "\n"))
+                }
                 try report(ended, stats: engine.stats)
             } catch {
                 progress.finish()

@@ -8,7 +8,8 @@ struct StatusCommand: AsyncParsableCommand {
         commandName: "status",
         abstract: "Show the progress of the current run, a given run, or the latest one.",
         discussion: """
-            Without RUN: the newest unfinished run, else the newest run. Shows items finished of total, \
+            Without RUN: the unfinished run being worked, else the newest unfinished run, else the newest run. \
+            Shows items finished of total, \
             failures by reason, Apple calls by endpoint and their rate, 429s, workers, and an ETA. \
             Rates are over the time workers were at work (an interrupted run's pause does not count).
 

@@ -1,6 +1,7 @@
 @testable import AppStoreServerAPI
 import Crypto
 import Foundation
+import Logging
 import Testing
 
 @Suite("Client: endpoints, outcomes, auth, retries")
@@ -183,23 +184,34 @@ struct AppStoreServerAPIClientTests {
         #expect(times[1].timeIntervalSince(retryAt) < 0.1)
     }
 
-    @Test func retryAfterBeyondTheWaitBudgetIsReturned() async throws {
+    @Test func retryAfterBeyondTheWaitBudgetIsCappedAndReturned() async throws {
         let retryAt = clock.now().addingTimeInterval(3600)
         let retryAfter = String(Int64(retryAt.timeIntervalSince1970 * 1000))
         let transport = ScriptedTransport(clock: clock) { _, _ in ScriptedTransport.error(429, 4_290_000, headers: ["Retry-After": retryAfter]) }
-        let client = TestConfiguration.client(pki: pki, transport: transport, clock: clock)
+        let logs = CapturedLogs()
+        let client = AppStoreServerAPIClient(
+            configuration: TestConfiguration.make(pki: pki), transport: transport, clock: clock, random: { 0.5 },
+            logger: Logger(label: "test") { _ in CapturingLogHandler(logs) })
+        let start = clock.now()
         let outcome = await client.subscriptionStatuses(for: "1")
         guard case .rateLimited(let until) = outcome else { Issue.record("\(outcome)"); return }
-        #expect(abs(until.timeIntervalSince(retryAt)) < 0.001)
+        // The pause is capped at APPSTORE_MAX_RETRY_WAIT (60 s by default), not the server's hour.
+        #expect(abs(until.timeIntervalSince(start) - 60) < 0.001)
         #expect(transport.requests.count == 1)
         #expect(clock.totalSlept == 0)
-        // The endpoint stays paused for every other task: the next call does not reach Apple.
+        // Other tasks wait out the capped pause only, then ask again.
         let next = await client.subscriptionStatuses(for: "2")
         guard case .rateLimited = next else { Issue.record("\(next)"); return }
-        #expect(transport.requests.count == 1)
+        #expect(transport.requests.count == 2)
+        #expect(clock.totalSlept <= 60.001, "slept \(clock.totalSlept) s")
         // Another endpoint is not paused.
         _ = await client.transactionInfo(for: "2")
-        #expect(transport.requests.count == 2)
+        #expect(transport.requests.count == 3)
+        // Said loudly, once: one warning naming the server's value and the cap.
+        let warnings = logs.lines.filter { $0.level == .warning && $0.message.contains("APPSTORE_MAX_RETRY_WAIT") }
+        #expect(warnings.count == 1, "\(logs.lines)")
+        #expect(warnings.first?.message.contains(retryAfter) == true && warnings.first?.message.contains("60 s") == true,
+                "\(warnings.first?.message ?? "none")")
     }
 
     @Test func backoffIsExponentialWithFullJitterAndBounded() async throws {

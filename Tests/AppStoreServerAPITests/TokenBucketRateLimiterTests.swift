@@ -33,11 +33,11 @@ struct TokenBucketRateLimiterTests {
         #expect(abs(clock.now().timeIntervalSince(start) - 1.9) < 1e-6)
     }
 
-    @Test func pauseUntilRetryAfterThenSlower() async throws {
-        let limiter = TokenBucketRateLimiter(limits: limits, clock: clock, slowdown: 60)
+    @Test func pauseUntilRetryAfterThenSlowerThenBackWithinSeconds() async throws {
+        let limiter = TokenBucketRateLimiter(limits: limits, clock: clock)
         _ = try await limiter.acquire(key, maxWait: 60)
         let until = clock.now().addingTimeInterval(5)
-        await limiter.rateLimited(key, until: until)
+        await limiter.rateLimited(key, until: until, sentAt: clock.now())
         #expect(await limiter.currentRate(key) == 5)
         #expect(try await limiter.acquire(key, maxWait: 1) == .notBefore(until))
         #expect(try await limiter.acquire(key, maxWait: 60) == .proceed)
@@ -46,15 +46,30 @@ struct TokenBucketRateLimiterTests {
         #expect(abs(clock.now().timeIntervalSince(until) - 0.2) < 1e-6) // half rate
         // Another endpoint is not affected.
         #expect(await limiter.currentRate(RateLimitKey(.transactionHistory, .production)) == 50)
-        // After the slowdown the full rate returns.
-        clock.advance(by: 61)
+        // Within seconds of sending again, the full rate is back (not minutes).
+        clock.advance(by: 3.2)
         #expect(await limiter.currentRate(key) == 10)
     }
 
-    @Test func repeated429sLowerTheRateToAFloor() async throws {
-        let limiter = TokenBucketRateLimiter(limits: limits, clock: clock, minimumRateFactor: 0.25)
-        for _ in 0..<5 { await limiter.rateLimited(key, until: clock.now().addingTimeInterval(1)) }
-        #expect(await limiter.currentRate(key) == 2.5)
+    @Test func aBurstOfConcurrent429sIsOneSignal() async throws {
+        let limiter = TokenBucketRateLimiter(limits: limits, clock: clock)
+        // 17 requests in flight together all come back 429 within one round trip.
+        let sent = clock.now()
+        clock.advance(by: 0.01)
+        for _ in 0..<17 {
+            await limiter.rateLimited(key, until: clock.now().addingTimeInterval(0.05), sentAt: sent)
+            clock.advance(by: 0.001)
+        }
+        #expect(await limiter.currentRate(key) == 5, "one burst halves the rate once")
+    }
+
+    @Test func repeated429sSpreadOverTimeLowerTheRateToAFloor() async throws {
+        let limiter = TokenBucketRateLimiter(limits: limits, clock: clock, backoff: AdaptiveRate(minimumFactor: 0.25))
+        for _ in 0..<5 {
+            await limiter.rateLimited(key, until: clock.now(), sentAt: clock.now())
+            clock.advance(by: 1)
+        }
+        #expect(abs(await limiter.currentRate(key) - 2.5 * 1.25) < 1e-9, "floored at a quarter, one second of recovery since")
     }
 
     @Test func sandboxDefaultsAreTenPercent() {

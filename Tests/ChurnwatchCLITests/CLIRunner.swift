@@ -47,13 +47,30 @@ struct CLIRunner {
         process.standardOutput = out
         process.standardError = err
         try process.run()
+        // Both pipes at once: a child that fills stderr (64 KiB) while stdout is read to its end
+        // would block on the write, and both would wait for ever.
+        let errBox = PipeData()
+        let errDone = DispatchSemaphore(value: 0)
+        Thread.detachNewThread {
+            errBox.set(err.fileHandleForReading.readDataToEndOfFile())
+            errDone.signal()
+        }
         let outData = out.fileHandleForReading.readDataToEndOfFile()
-        let errData = err.fileHandleForReading.readDataToEndOfFile()
+        errDone.wait()
+        let errData = errBox.data
         process.waitUntilExit()
         return Result(status: process.terminationStatus,
                       stdout: String(decoding: outData, as: UTF8.self),
                       stderr: String(decoding: errData, as: UTF8.self))
     }
+}
+
+/// What a reader thread read from a pipe.
+private final class PipeData: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = Data()
+    var data: Data { lock.withLock { value } }
+    func set(_ d: Data) { lock.withLock { value = d } }
 }
 
 /// Blocking work (a child process, a pipe, a semaphore, a poll of database state) on a thread of

@@ -14,7 +14,9 @@ public final class AppStoreServerAPIClient: Sendable {
     private let limiter: any AppStoreRateLimiter
     private let clock: any AppStoreClock
     private let random: @Sendable () -> Double
-    private let logger: Logger
+    let logger: Logger
+    let retryAfterWarned = Locked(false)
+    let rateLimitWarned = Locked<[RateLimitKey: Date]>([:])
     private static let userAgent = "churnwatch/1.0"
 
     /// - Parameters:
@@ -293,6 +295,7 @@ public final class AppStoreServerAPIClient: Sendable {
                 }
             }
             let verdict: Verdict
+            let sentAt = clock.now()
             do {
                 verdict = judge(try await transport.send(request(token)))
             } catch HTTPTransportError.untrustedServer(let detail) {
@@ -318,10 +321,19 @@ public final class AppStoreServerAPIClient: Sendable {
                 tokens.invalidate(token)
                 attempt -= 1 // a fresh token is not a retry
             case .rateLimited(let retryAfter):
-                let until = Self.parseRetryAfter(retryAfter, now: clock.now()) ?? clock.now().addingTimeInterval(policy.ceiling(afterAttempt: attempt))
-                await limiter.rateLimited(key, until: until)
-                logger.warning("Apple rate limit on \(key), paused until \(until.ISO8601Format())")
-                if attempt >= policy.maxAttempts || until.timeIntervalSince(clock.now()) > remainingWait() {
+                let now = clock.now()
+                let asked = Self.parseRetryAfter(retryAfter, now: now) ?? now.addingTimeInterval(policy.ceiling(afterAttempt: attempt))
+                let (until, capped) = policy.pause(retryAfter: asked, now: now)
+                if capped { warnRetryAfterCapped(key, raw: retryAfter ?? "", asked: asked, until: until) }
+                await limiter.rateLimited(key, until: until, sentAt: sentAt)
+                // A burst of 429s is one warning (then one per 10 s per endpoint), not a line each.
+                let level: Logger.Level = rateLimitWarned.withLock { last in
+                    guard now.timeIntervalSince(last[key] ?? .distantPast) >= 10 else { return .debug }
+                    last[key] = now
+                    return .warning
+                }
+                logger.log(level: level, "Apple rate limit on \(key), paused until \(until.ISO8601Format())")
+                if capped || attempt >= policy.maxAttempts || until.timeIntervalSince(clock.now()) > remainingWait() {
                     return .rateLimited(until: until)
                 }
             case .retry(let failure):
@@ -358,14 +370,6 @@ public final class AppStoreServerAPIClient: Sendable {
         default:
             return .done(.malformedResponse("unexpected HTTP status \(response.status)"))
         }
-    }
-
-    /// `Retry-After` as Apple sends it: UNIX time in milliseconds. A small integer is taken as
-    /// delay-seconds (RFC 9110), which some compatible servers send.
-    static func parseRetryAfter(_ value: String?, now: Date) -> Date? {
-        guard let value = value?.trimmingCharacters(in: .whitespaces), let number = Int64(value), number >= 0 else { return nil }
-        if number >= 100_000_000_000 { return Date(timeIntervalSince1970: Double(number) / 1000) }
-        return now.addingTimeInterval(Double(number))
     }
 
     static func url(_ base: URL, path: String, query: [(name: String, value: String)]) -> URL {

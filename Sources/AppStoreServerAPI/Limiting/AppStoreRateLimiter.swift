@@ -19,7 +19,8 @@ public protocol AppStoreRateLimiter: Sendable {
     /// when the slot would come later than that. Throws `CancellationError` when cancelled.
     func acquire(_ key: RateLimitKey, maxWait: TimeInterval) async throws -> RateLimitDecision
 
-    /// Apple answered 429 for `key`: send nothing before `until` (from `Retry-After`), then
-    /// slow down for a while.
-    func rateLimited(_ key: RateLimitKey, until: Date) async
+    /// Apple answered 429 for `key` to a request sent at `sentAt`: send nothing before `until`
+    /// (from `Retry-After`), then slow down for a while (``AdaptiveRate``: requests sent before
+    /// the last slow-down belong to the burst it answered).
+    func rateLimited(_ key: RateLimitKey, until: Date, sentAt: Date) async
 }

@@ -27,6 +27,14 @@ public struct RetryPolicy: Hashable, Sendable {
         min(maxDelay, baseDelay * pow(2, Double(max(0, attempt - 1))))
     }
 
+    /// The pause a 429's `Retry-After` (`asked`) may impose at `now`: at most `maxTotalWait`
+    /// (`APPSTORE_MAX_RETRY_WAIT`), so a server's far-future value (a clock error, a hostile or
+    /// broken server) cannot stall a run, nor, stored in the shared budget, every later one.
+    public func pause(retryAfter asked: Date, now: Date) -> (until: Date, capped: Bool) {
+        let cap = now.addingTimeInterval(maxTotalWait)
+        return asked > cap ? (cap, true) : (asked, false)
+    }
+
     /// The delay after failed attempt `attempt`, given `unit` uniformly drawn from [0, 1).
     public func delay(afterAttempt attempt: Int, unit: Double) -> TimeInterval {
         ceiling(afterAttempt: attempt) * min(max(unit, 0), 1)

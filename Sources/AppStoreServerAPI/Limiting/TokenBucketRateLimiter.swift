@@ -4,47 +4,42 @@ import Foundation
 ///
 /// Slots are handed out in order and spaced evenly at the configured rate (a "virtual
 /// scheduling" token bucket holding `burst` tokens), so calls spread over time instead of
-/// bursting into Apple's hourly budget. A 429 pauses the key until its `Retry-After` and halves
-/// its rate (down to `minimumRateFactor`) until `slowdown` seconds after the pause ends; the
-/// rate then returns to normal. All timing goes through the injected clock.
+/// bursting into Apple's hourly budget. A 429 pauses the key until its `Retry-After` and slows
+/// it by the rules of ``AdaptiveRate``: one cut per burst of 429s, recovery to the configured
+/// rate within seconds. All timing goes through the injected clock.
 public actor TokenBucketRateLimiter: AppStoreRateLimiter {
     private struct Bucket {
         /// When the next slot would be if no burst allowance were left ("theoretical arrival time").
         var nextSlot: Date
         var pausedUntil: Date = .distantPast
-        var rateFactor: Double = 1
-        var slowUntil: Date = .distantPast
+        var rate: AdaptiveRate
     }
 
     private let limits: AppStoreRateLimits
     private let burst: Double
     private let clock: any AppStoreClock
-    private let slowdown: TimeInterval
-    private let minimumRateFactor: Double
+    private let backoff: AdaptiveRate
     private var buckets: [RateLimitKey: Bucket] = [:]
 
     /// - Parameters:
     ///   - limits: requests per second per endpoint and environment.
     ///   - burst: slots that may be used back to back after an idle period (at least 1).
-    ///   - slowdown: seconds after a 429's `Retry-After` during which the rate stays reduced.
-    ///   - minimumRateFactor: the lowest fraction of the configured rate repeated 429s lead to.
+    ///   - backoff: how 429s slow a key down and how it recovers.
     public init(
         limits: AppStoreRateLimits, burst: Double = 1, clock: any AppStoreClock = SystemClock(),
-        slowdown: TimeInterval = 300, minimumRateFactor: Double = 0.125
+        backoff: AdaptiveRate = AdaptiveRate()
     ) {
         self.limits = limits
         self.burst = max(1, burst)
         self.clock = clock
-        self.slowdown = slowdown
-        self.minimumRateFactor = minimumRateFactor
+        self.backoff = backoff
     }
 
     public func acquire(_ key: RateLimitKey, maxWait: TimeInterval) async throws -> RateLimitDecision {
         while true {
             let now = clock.now()
-            var bucket = buckets[key] ?? Bucket(nextSlot: now)
-            if now > bucket.slowUntil { bucket.rateFactor = 1 }
-            let interval = 1 / (limits.perSecond(key) * bucket.rateFactor)
+            var bucket = buckets[key] ?? Bucket(nextSlot: now, rate: backoff)
+            let interval = 1 / (limits.perSecond(key) * bucket.rate.factor(at: now))
             let earliest = max(now, bucket.pausedUntil)
             let start = max(earliest, bucket.nextSlot.addingTimeInterval(-(burst - 1) * interval))
             if start.timeIntervalSince(now) > maxWait {
@@ -60,19 +55,17 @@ public actor TokenBucketRateLimiter: AppStoreRateLimiter {
         }
     }
 
-    public func rateLimited(_ key: RateLimitKey, until: Date) {
+    public func rateLimited(_ key: RateLimitKey, until: Date, sentAt: Date) {
         let now = clock.now()
-        var bucket = buckets[key] ?? Bucket(nextSlot: now)
+        var bucket = buckets[key] ?? Bucket(nextSlot: now, rate: backoff)
         bucket.pausedUntil = max(bucket.pausedUntil, until)
         bucket.nextSlot = max(bucket.nextSlot, until)
-        bucket.rateFactor = max(minimumRateFactor, (now > bucket.slowUntil ? 1 : bucket.rateFactor) / 2)
-        bucket.slowUntil = bucket.pausedUntil.addingTimeInterval(slowdown)
+        bucket.rate.rateLimited(at: now, sentAt: sentAt, pausedUntil: bucket.pausedUntil)
         buckets[key] = bucket
     }
 
     /// The current requests per second for `key`, after any 429 slowdown.
     public func currentRate(_ key: RateLimitKey) -> Double {
-        guard let bucket = buckets[key], clock.now() <= bucket.slowUntil else { return limits.perSecond(key) }
-        return limits.perSecond(key) * bucket.rateFactor
+        limits.perSecond(key) * (buckets[key]?.rate.factor(at: clock.now()) ?? 1)
     }
 }

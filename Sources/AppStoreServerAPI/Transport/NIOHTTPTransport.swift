@@ -58,15 +58,19 @@ public struct NIOHTTPTransport: HTTPTransport {
             outgoing.headers.replaceOrAdd(name: "Content-Length", value: String(body.count))
         }
         do {
-            let response = try await client.execute(outgoing, deadline: .now() + .nanoseconds(Int64(max(0.001, request.timeout) * 1e9)))
-            let body = try await response.body.collect(upTo: Self.maximumBodyBytes)
-            var headers: [String: String] = [:]
-            headers.reserveCapacity(response.headers.count)
-            for (name, value) in response.headers where headers[name.lowercased()] == nil {
-                headers[name.lowercased()] = value
+            return try await Self.withDeadline(seconds: max(0.001, request.timeout)) { [client, outgoing] in
+                // AsyncHTTPClient's deadline ends when the response head arrives; this race
+                // also covers the body, so a server dribbling it cannot hold the call.
+                let response = try await client.execute(outgoing, deadline: .now() + .nanoseconds(Int64(max(0.001, request.timeout) * 1e9)))
+                let body = try await response.body.collect(upTo: Self.maximumBodyBytes)
+                var headers: [String: String] = [:]
+                headers.reserveCapacity(response.headers.count)
+                for (name, value) in response.headers where headers[name.lowercased()] == nil {
+                    headers[name.lowercased()] = value
+                }
+                return HTTPResponse(lowercasedHeaders: headers, status: Int(response.status.code),
+                                    body: body.withUnsafeReadableBytes { Data($0) })
             }
-            return HTTPResponse(lowercasedHeaders: headers, status: Int(response.status.code),
-                                body: body.withUnsafeReadableBytes { Data($0) })
         } catch let error as HTTPClientError {
             if Task.isCancelled || error == .cancelled { throw CancellationError() }
             switch error {
@@ -94,6 +98,26 @@ public struct NIOHTTPTransport: HTTPTransport {
 }
 
 extension NIOHTTPTransport {
+    /// Runs `exchange` (request, response head and the whole body) within `seconds`: when the
+    /// time is up first, `exchange` is cancelled (AsyncHTTPClient then closes the connection) and
+    /// ``HTTPTransportError/timeout`` is thrown.
+    static func withDeadline(seconds: TimeInterval, _ exchange: @escaping @Sendable () async throws -> HTTPResponse) async throws -> HTTPResponse {
+        try await withThrowingTaskGroup(of: HTTPResponse?.self) { group in
+            group.addTask { try await exchange() }
+            group.addTask {
+                try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next() else { throw HTTPTransportError.timeout }
+            guard let response = first else {
+                if Task.isCancelled { throw CancellationError() }
+                throw HTTPTransportError.timeout
+            }
+            return response
+        }
+    }
+
     /// scheme://host:port of `url`, for messages (never the path: it carries ids).
     static func origin(_ url: URL) -> String {
         "\(url.scheme ?? "https")://\(url.host ?? "?")\(url.port.map { ":\($0)" } ?? "")"

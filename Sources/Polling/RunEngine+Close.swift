@@ -1,0 +1,59 @@
+import ChurnStore
+import Foundation
+import Logging
+import Postgres
+
+extension RunEngine {
+    /// Works `run` until it ends. Drained, it is closed, unless items failed only because Apple
+    /// rate limited them: those are polled again (``RateLimitedRetryRule``), and when Apple
+    /// still refuses them the run stops resumable instead of counting them as the night's result.
+    func workAndClose(_ run: RunRecord, locks: RunLocks, progress: (@Sendable (RunProgressReport) -> Void)?) async throws -> RunOutcome {
+        state.setRun(run.id, due: run.due)
+        var rounds = 0
+        while true {
+            let ending = try await work(run: run, locks: locks, progress: progress)
+            guard case .drained = ending else { return await interrupted(run, ending) }
+            do {
+                let limited = try await persist("progress") { try await self.store.runItemsRateLimitedCount(run.id) }
+                switch retryRule.decide(rateLimited: limited, roundsDone: rounds) {
+                case .finish:
+                    let summary = try await persist("finish") { try await self.store.runFinish(run.id, asOf: run.asOf) }
+                    return .finished(summary)
+                case .retry:
+                    rounds += 1
+                    logger.warning("items failed only because Apple rate limited them: polling them again", metadata: [
+                        "run": "\(run.id)", "items": "\(limited)", "round": "\(rounds)",
+                    ])
+                    _ = try await persist("retry") { try await self.store.runItemsRetryRateLimited(run.id) }
+                case .stopResumable:
+                    let detail = "rate limited: \(limited) items still refused after \(rounds) rounds of retries"
+                    return await interrupted(run, .appleUnavailable(detail))
+                }
+            } catch let error as PostgresError where error.isConnectionProblem {
+                return .databaseUnavailable(runId: run.id, detail: error.message)
+            }
+        }
+    }
+
+    /// Marks `run` interrupted (resumable) and says how it ended.
+    func interrupted(_ run: RunRecord, _ ending: Ending) async -> RunOutcome {
+        if case .databaseUnavailable = ending {
+            try? await store.runInterrupt(run.id)
+        } else {
+            try? await persist("interrupt") { try await self.store.runInterrupt(run.id) }
+        }
+        return Self.outcome(ending, runId: run.id, polled: state.stats.polled)
+    }
+
+    /// How an ending of the work reads as an outcome (`drained`: a helper's).
+    static func outcome(_ ending: Ending, runId: Int64, polled: Int) -> RunOutcome {
+        switch ending {
+        case .drained: .joinedAndDrained(runId: runId, polled: polled)
+        case .stopped(let reason): .interrupted(runId: runId, reason: reason)
+        case .appleUnavailable(let detail): .appleUnavailable(runId: runId, detail: detail)
+        case .unauthorized: .unauthorized(runId: runId)
+        case .untrustedServer(let detail): .untrustedServer(runId: runId, detail: detail)
+        case .databaseUnavailable(let detail): .databaseUnavailable(runId: runId, detail: detail)
+        }
+    }
+}

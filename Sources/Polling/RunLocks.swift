@@ -1,0 +1,61 @@
+import ChurnStore
+import Foundation
+import Logging
+import Postgres
+
+/// The advisory locks one process holds while it works a run, on a connection of their own:
+/// its worker lock (always) and the run lock of its kind (the owner). After that connection
+/// was lost (a PostgreSQL restart, a terminated backend), `keep()` takes them again on a new one.
+final class RunLocks: @unchecked Sendable {
+    private let pool: PostgresPool
+    private let logger: Logger
+    private let lock = NSLock()
+    private var held: [Int64: String] = [:]
+    private var backend: Int32 = 0
+
+    init(store: ChurnStore, logger: Logger) {
+        pool = PostgresPool(connectionString: store.pool.connectionString, overrides: store.pool.overrides, size: 1, logger: logger)
+        self.logger = logger
+    }
+
+    /// Takes `key` without waiting; true when granted (and kept from then on).
+    func take(_ key: Int64, name: String) async throws -> Bool {
+        let (got, pid) = try await pool.withConnection { c in (try c.tryAdvisoryLock(key), c.backendPID) }
+        lock.withLock {
+            if got { held[key] = name }
+            backend = pid
+        }
+        return got
+    }
+
+    /// Checks the lock connection; on a new connection, takes every lock again.
+    func keep() async {
+        let (wanted, known) = lock.withLock { (held, backend) }
+        do {
+            let (pid, lost) = try await pool.withConnection { c -> (Int32, [Int64]) in
+                try c.ping()
+                guard c.backendPID != known else { return (c.backendPID, []) }
+                var lost: [Int64] = []
+                for key in wanted.keys where try !c.tryAdvisoryLock(key) { lost.append(key) }
+                return (c.backendPID, lost)
+            }
+            guard pid != known else { return }
+            lock.withLock {
+                backend = pid
+                for key in lost { held[key] = nil }
+            }
+            if lost.isEmpty {
+                logger.notice("reconnected: took this process's locks again")
+            } else {
+                // Another process took the run while we were cut off. It works the same queue;
+                // this one goes on as a helper (closing a run twice is harmless).
+                logger.warning("reconnected, but another process holds the lock now: going on as a helper",
+                               metadata: ["locks": "\(lost.compactMap { wanted[$0] }.joined(separator: ", "))"])
+            }
+        } catch {
+            logger.debug("lock connection unavailable; trying again", metadata: ["error": "\(error)"])
+        }
+    }
+
+    func close() async { await pool.close() }
+}

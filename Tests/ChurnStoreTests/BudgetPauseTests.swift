@@ -1,0 +1,39 @@
+import ChurnStore
+import Foundation
+import Postgres
+import Testing
+
+/// A 429's pause in the shared budget never outlives `APPSTORE_MAX_RETRY_WAIT`: not when it is
+/// stored, and not when an older version (or a process with a longer cap) stored one.
+@Suite("ChurnStore api_budget pauses are capped")
+struct BudgetPauseTests {
+    @Test func aFarFuturePauseIsCappedWhenStoredAndDroppedWhenFound() async throws {
+        try await FreshDatabase.with { fresh in
+            let db = try fresh.connect()
+            try Migrator(migrations: try ProjectMigrations.load()).migrate(db)
+            let store = ChurnStore(pool: fresh.pool())
+            let key = "app/subscriptions/Production"
+            let first = try await store.apiBudgetTake(key: key, rate: 10, burst: 5, want: 1, maxPause: 60)
+            #expect(first.granted == 1)
+
+            // Stored: Retry-After in 2100, capped at 60 s from now.
+            let y2100 = Date(timeIntervalSince1970: 4_102_444_800)
+            try await store.apiBudgetPause(key: key, until: y2100, maxPause: 60)
+            let stored = try db.query("SELECT extract(epoch FROM paused_until - clock_timestamp())::float8 FROM churnwatch.api_budget WHERE key = \(key)")[0]
+                .decode(Double.self, at: 0)
+            #expect(stored > 55 && stored <= 60, "paused for \(stored) s")
+            let paused = try await store.apiBudgetTake(key: key, rate: 10, burst: 5, want: 1, maxPause: 60)
+            #expect(paused.granted == 0 && paused.retryAfter > 55, "\(paused)")
+            #expect(paused.droppedPause == nil)
+
+            // Found: a pause in 2100 stored by an older version is dropped, and said so.
+            try db.execute("UPDATE churnwatch.api_budget SET paused_until = \(y2100), tokens = 5 WHERE key = \(key)")
+            let healed = try await store.apiBudgetTake(key: key, rate: 10, burst: 5, want: 1, maxPause: 60)
+            #expect(healed.granted == 1, "\(healed)")
+            #expect(healed.droppedPause.map { abs($0.timeIntervalSince(y2100)) < 1 } == true, "\(healed)")
+            #expect(try db.query("SELECT paused_until FROM churnwatch.api_budget WHERE key = \(key)")[0].decode(Date?.self, at: 0) == nil)
+            let again = try await store.apiBudgetTake(key: key, rate: 10, burst: 5, want: 1, maxPause: 60)
+            #expect(again.granted == 1 && again.droppedPause == nil, "\(again)")
+        }
+    }
+}
