@@ -1,6 +1,7 @@
 import ChurnStore
 import Foundation
 import Logging
+import Postgres
 
 extension RunEngine {
     /// The nightly owner: unfinished runs of earlier nights are resumed and closed first, oldest
@@ -9,37 +10,17 @@ extension RunEngine {
     /// Tonight's plan leaves out what is still open in the earlier runs: those subscriptions are
     /// polled there, tonight, before tonight's run, and not twice.
     func runNights(locks: RunLocks, progress: (@Sendable (RunProgressReport) -> Void)?) async throws -> RunOutcome {
-        let unfinished = try await store.runFindUnfinishedAll(kind: .nightly)
-        let queue = NightlyQueue.decide(unfinished: unfinished.map { .init(runId: $0.id, asOf: $0.asOf) }, tonight: options.asOf)
-        var runs = queue.resume.compactMap { id in unfinished.first { $0.id == id } }
-        // Items of the earlier runs come back first (dead workers', failed for the whole run),
-        // so tonight's plan leaves every open one to its earlier run.
-        var recovered: [Int64: Int] = [:]
-        for run in runs { recovered[run.id] = try await recoverItems(run) }
-        var tonight: Int64?
-        if queue.planTonight {
-            let (created, byReason) = try await store.runCreateNightly(asOf: options.asOf, windows: options.windows, params: options.params,
-                                                                       behind: runs.map(\.id))
-            logger.info("planned run", metadata: [
-                "run": "\(created.id)", "due": "\(created.due)",
-                "by_reason": "\(byReason.sorted { $0.key.priority < $1.key.priority }.map { "\($0.key.rawValue)=\($0.value)" }.joined(separator: " "))",
-            ])
-            if !runs.isEmpty {
-                try await store.runMarkWaiting(created.id)
-                logger.notice("an earlier night's run is unfinished: finishing it first, then tonight's", metadata: [
-                    "earlier_runs": "\(runs.map { "\($0.id) (as of \($0.asOf.ISO8601Format()))" }.joined(separator: ", "))",
-                    "tonight": "\(created.id)",
-                ])
-            }
-            runs.append(created)
-            tonight = created.id
+        guard let plan = try await planNights(locks: locks) else {
+            return .anotherRunInProgress(runId: try await store.runFindUnfinished(kind: .nightly)?.id)
         }
+        let (runs, tonight, recovered) = (plan.runs, plan.tonight, plan.recovered)
         var outcome = RunOutcome.nothingToJoin
         for (index, run) in runs.enumerated() {
             if run.id != tonight {
-                try await resume(run, recovered: recovered[run.id])
+                let known = recovered[run.id]
+                try await persist("resume") { try await self.resume(run, recovered: known) }
             } else if index > 0 {
-                try await store.runResume(run.id)
+                try await persist("resume") { try await self.store.runResume(run.id) }
                 logger.info("starting tonight's run", metadata: ["run": "\(run.id)", "as_of": "\(run.asOf.ISO8601Format())"])
             }
             outcome = try await workAndClose(run, locks: locks, progress: progress)
@@ -56,6 +37,54 @@ extension RunEngine {
             }
         }
         return outcome
+    }
+
+    /// What a night's invocation works, in order, and what was recovered in each earlier run.
+    struct NightPlan: Sendable {
+        var runs: [RunRecord]
+        var tonight: Int64?
+        var recovered: [Int64: Int]
+    }
+
+    /// Plans the night. A PostgreSQL restart meanwhile is ridden out like one mid-run: planning
+    /// is safe to repeat from the start (a plan of tonight that did commit is found and resumed,
+    /// never planned twice), and every attempt first makes sure the run lock is still this
+    /// process's (a restart drops it). nil: another process took the lock meanwhile.
+    func planNights(locks: RunLocks) async throws -> NightPlan? {
+        let runLock = ChurnStore.runLockKey(.nightly)
+        return try await persist("plan") { () async throws -> NightPlan? in
+            guard await locks.keep() else {
+                throw PostgresError(kind: .connectionLost, message: "the lock connection is not back yet")
+            }
+            guard locks.holds(runLock) else { return nil }
+            return try await self.planNightsOnce()
+        }
+    }
+
+    private func planNightsOnce() async throws -> NightPlan {
+        let unfinished = try await store.runFindUnfinishedAll(kind: .nightly)
+        let queue = NightlyQueue.decide(unfinished: unfinished.map { .init(runId: $0.id, asOf: $0.asOf) }, tonight: options.asOf)
+        var runs = queue.resume.compactMap { id in unfinished.first { $0.id == id } }
+        // Items of the earlier runs come back first (dead workers', failed for the whole run),
+        // so tonight's plan leaves every open one to its earlier run.
+        var recovered: [Int64: Int] = [:]
+        for run in runs { recovered[run.id] = try await recoverItems(run) }
+        guard queue.planTonight else { return NightPlan(runs: runs, tonight: nil, recovered: recovered) }
+        let (created, byReason) = try await store.runCreateNightly(asOf: options.asOf, windows: options.windows, params: options.params,
+                                                                   behind: runs.map(\.id))
+        logger.info("planned run", metadata: [
+            "run": "\(created.id)", "due": "\(created.due)",
+            "by_reason": "\(byReason.sorted { $0.key.priority < $1.key.priority }.map { "\($0.key.rawValue)=\($0.value)" }.joined(separator: " "))",
+        ])
+        if !runs.isEmpty {
+            try await store.runMarkWaiting(created.id)
+            logger.notice("an earlier night's run is unfinished: finishing it first, then tonight's", metadata: [
+                "earlier_runs": "\(runs.map { "\($0.id) (as of \($0.asOf.ISO8601Format()))" }.joined(separator: ", "))",
+                "tonight": "\(created.id)",
+            ])
+        }
+        runs.append(created)
+        return NightPlan(runs: runs, tonight: created.id, recovered: recovered)
     }
 
     /// A `--join` helper: works every unfinished run of its kind, in the owner's order, until

@@ -28,8 +28,13 @@ final class RunLocks: @unchecked Sendable {
         return got
     }
 
-    /// Checks the lock connection; on a new connection, takes every lock again.
-    func keep() async {
+    /// Whether this process holds `key` (as far as it knows: ``keep()`` finds out after a restart).
+    func holds(_ key: Int64) -> Bool { lock.withLock { held[key] != nil } }
+
+    /// Checks the lock connection; on a new connection, takes every lock again. False when the
+    /// lock connection could not be reached (nothing is known then).
+    @discardableResult
+    func keep() async -> Bool {
         let (wanted, known) = lock.withLock { (held, backend) }
         do {
             let (pid, lost) = try await pool.withConnection { c -> (Int32, [Int64]) in
@@ -39,7 +44,7 @@ final class RunLocks: @unchecked Sendable {
                 for key in wanted.keys where try !c.tryAdvisoryLock(key) { lost.append(key) }
                 return (c.backendPID, lost)
             }
-            guard pid != known else { return }
+            guard pid != known else { return true }
             lock.withLock {
                 backend = pid
                 for key in lost { held[key] = nil }
@@ -52,8 +57,10 @@ final class RunLocks: @unchecked Sendable {
                 logger.warning("reconnected, but another process holds the lock now: going on as a helper",
                                metadata: ["locks": "\(lost.compactMap { wanted[$0] }.joined(separator: ", "))"])
             }
+            return true
         } catch {
             logger.debug("lock connection unavailable; trying again", metadata: ["error": "\(error)"])
+            return false
         }
     }
 
