@@ -112,16 +112,15 @@ struct ReportDataTests {
             #expect(data.runs.first?.http429 == 2)
             #expect(data.runs.first?.durationSeconds == 40)
             #expect(data.runs.first?.polled == 9 && data.runs.first?.failed == 1)
-            #expect(data.revenue == nil, "no price columns yet")
+            #expect(data.revenue == nil, "no price known yet")
         }
     }
 
-    @Test("revenue at risk once subscription_segments has renewal_price and renewal_currency: per at-risk segment and currency, unpriced rows left out")
+    @Test("revenue at risk from subscription_segments.renewal_price and renewal_currency (migration 0006): per at-risk segment and currency, unpriced rows left out")
     func revenueWithPrices() async throws {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
             try Migrator(migrations: try ProjectMigrations.load()).migrate(db)
-            try db.execute("ALTER TABLE churnwatch.subscription_segments ADD COLUMN renewal_price bigint, ADD COLUMN renewal_currency text")
             let store = ChurnStore(pool: fresh.pool(size: 1))
             try Self.segment(db, "a", "will_not_renew", since: -1)
             #expect(try await store.reportData(asOf: Self.t, days: 7).revenue == nil, "columns present, no price known")

@@ -70,7 +70,8 @@ struct ReportBrowserTests {
         for panel in ["segments", "events", "flows", "winback", "runs"] {
             #expect(Self.section(panel, in: dom.stdout)?.contains("<svg") == true, "panel \(panel) has no chart")
         }
-        #expect(Self.section("revenue", in: dom.stdout)?.contains("No prices known yet") == true)
+        // The simulator signs renewal prices, so revenue at risk is known (checked against SQL below).
+        #expect(Self.section("revenue", in: dom.stdout)?.contains("No prices known yet") == false)
         #expect(dom.stdout.contains("No outcomes yet"))
         try Self.expectTablesMatchSQL(dom.stdout, db: db, asOf: morning)
 
@@ -155,6 +156,17 @@ struct ReportBrowserTests {
             let cell = winback.cell(try row.decode(String.self, at: 0), try row.decode(String.self, at: 1))
             #expect(cell.flatMap(ParsedTable.number) == (try row.decode(Int.self, at: 2)))
         }
+
+        let revenue = try #require(ParsedTable(id: "t-revenue", in: dom))
+        var atRisk: [String: Int] = [:]
+        for row in try db.query("""
+            SELECT segment || ' ' || renewal_currency, count(*) FROM churnwatch.subscription_segments
+            WHERE segment IN ('will_not_renew', 'price_increase_pending', 'grace_period', 'billing_retry')
+              AND renewal_price IS NOT NULL AND renewal_currency IS NOT NULL GROUP BY 1
+            """) { atRisk[try row.decode(String.self, at: 0)] = try row.decode(Int.self, at: 1) }
+        #expect(Dictionary(revenue.rows.map { ("\($0.key) \($0.cells.first ?? "")", ParsedTable.number($0.cells.dropFirst().first ?? "") ?? -1) },
+                           uniquingKeysWith: +) == atRisk)
+        #expect(!atRisk.isEmpty, "the simulator's renewal prices reach subscription_segments")
 
         let runs = try #require(ParsedTable(id: "t-runs", in: dom))
         let runRows = try db.query("SELECT id, due, polled, failed FROM churnwatch.runs ORDER BY id DESC LIMIT 10")
