@@ -286,8 +286,10 @@ struct ProgressSnapshot: Sendable, Equatable {
             "total": "\(total)",
             "elapsed_s": "\(ProgressReporter.decimal(elapsed))",
         ]
-        for (endpoint, n) in calls {
-            m["calls_\(endpoint)"] = "\(n)"
+        // The status endpoint's keys are always there (0 before its first call, e.g. while the
+        // first items are receipts), so every line has the same shape for log queries.
+        for endpoint in Set(calls.keys).union(["status"]) {
+            m["calls_\(endpoint)"] = "\(calls[endpoint] ?? 0)"
             m["rate_\(endpoint)"] = "\(ProgressReporter.decimal(callRates[endpoint] ?? 0))"
         }
         if let itemRate { m["items_per_s"] = "\(ProgressReporter.decimal(itemRate))" }
