@@ -1,6 +1,6 @@
 import Foundation
 
-// Apple's enumerations (app-store-api.md §5.3). Facts and snapshots keep the raw value; these
+// Apple's enumerations (docs/apple-api.md). Facts and snapshots keep the raw value; these
 // typed views are nil for a value this version doesn't know, which is then reported as an
 // `UnknownValue` instead of being dropped.
 

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Turns the difference between the stored snapshot and a new one into churn events
-/// (design.md §5, "Events are changes"). Pure: no clock, no I/O.
+/// (docs/contracts.md, "Events are changes"). Pure: no clock, no I/O.
 ///
 /// Polls are roughly nightly, so several things may have happened between two snapshots; every
 /// event the difference proves is emitted. Rules, in short (docs/churn-model.md has the table):

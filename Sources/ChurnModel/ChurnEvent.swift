@@ -1,6 +1,6 @@
 import Foundation
 
-/// The events of design.md §5. Raw values are the contract written to
+/// The events of docs/contracts.md. Raw values are the contract written to
 /// `churnwatch.churn_events.event`; the case order is the tie-break when two events share
 /// `occurredAt`.
 public enum ChurnEventType: String, Sendable, Codable, CaseIterable {

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The churn-risk segment of a subscription (design.md §5). Raw values are the contract written
+/// The churn-risk segment of a subscription (docs/contracts.md). Raw values are the contract written
 /// to `churnwatch.subscription_segments.segment`; the case order is the classification order
 /// (first match wins).
 public enum Segment: String, Sendable, Codable, CaseIterable {

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Classifies a snapshot into its segment: the table of design.md §5, first match wins.
+/// Classifies a snapshot into its segment: the table of docs/contracts.md, first match wins.
 public enum SegmentClassifier {
     /// The segment of `snapshot` at `asOf`; `unknown` for nil (never verified) or an unknown
     /// status. `asOf` decides whether a grace period is still running.

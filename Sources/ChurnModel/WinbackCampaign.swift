@@ -1,6 +1,6 @@
 import Foundation
 
-/// The win-back campaigns of design.md §5. Raw values are the contract written to
+/// The win-back campaigns of docs/contracts.md. Raw values are the contract written to
 /// `churnwatch.winback_queue.campaign`.
 public enum WinbackCampaign: String, Sendable, Codable, CaseIterable {
     /// `will_not_renew` (trials included) and `price_increase_pending`: now, until the period

@@ -1,6 +1,6 @@
 import Foundation
 
-/// Decides the win-back queue entries of a subscription (design.md §5, campaign table).
+/// Decides the win-back queue entries of a subscription (docs/contracts.md, campaign table).
 /// Pure and idempotent: the episode key comes from Apple's data, not from `asOf`.
 public enum WinbackPlanner {
     /// The entries the current state calls for and the episodes of the previous state whose

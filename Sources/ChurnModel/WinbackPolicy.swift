@@ -32,6 +32,6 @@ public struct WinbackPolicy: Sendable, Equatable, Hashable, Codable {
         self.includeFamilyShared = includeFamilyShared
     }
 
-    /// The defaults of design.md §5.
+    /// The defaults of docs/contracts.md.
     public static let `default` = WinbackPolicy()
 }

@@ -4,7 +4,7 @@ import ChurnModel
 /// safe "muted" scheme plus greys for the segments a retention team acts on least. Colour is
 /// never the only cue: every chart has a legend and a table with the same numbers.
 enum Palette {
-    /// One colour per segment of design.md §5.
+    /// One colour per segment of docs/contracts.md.
     static let segmentColors: [String: String] = [
         Segment.active.rawValue: "#44AA99",                     // teal
         Segment.planChangePending.rawValue: "#88CCEE",          // cyan

@@ -14,7 +14,7 @@ enum WinbackPanel {
         let total = data.winback.reduce(0) { $0 + $1.count }
         guard total > 0 else {
             return ReportPage.panel("winback", lead: "The win-back queue is empty.",
-                                    ReportPage.nothing("Runs add entries when a subscription enters a segment with a campaign (design.md §5).") + outcomes)
+                                    ReportPage.nothing("Runs add entries when a subscription enters a segment with a campaign (docs/contracts.md).") + outcomes)
         }
         let series = statuses.map { s in
             Series(name: s, color: Palette.winbackStatus.first { $0.name == s }?.color ?? Palette.other,

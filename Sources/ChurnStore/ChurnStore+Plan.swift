@@ -13,7 +13,7 @@ public struct PlanCounts: Sendable, Equatable {
 }
 
 extension ChurnStore {
-    /// The due rules of design.md §1, in priority order: the condition on a row of
+    /// The due rules of docs/architecture.md §1, in priority order: the condition on a row of
     /// `churnwatch.subscriptions` under which it is due for each reason.
     static func dueRules(asOf: Date, windows w: PlanWindows) -> [(reason: DueReason, condition: PostgresQuery)] {
         let startFrom = asOf.addingTimeInterval(-w.start)

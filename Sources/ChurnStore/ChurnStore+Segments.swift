@@ -27,7 +27,7 @@ public struct SegmentSizes: Sendable, Equatable {
         public var change: Int? { previous.map { subscriptions - $0 } }
     }
 
-    /// Every segment of design.md §5 in its order, zeros included (with a product breakdown:
+    /// Every segment of docs/contracts.md in its order, zeros included (with a product breakdown:
     /// the products present now or on the baseline day, by product id, within each segment).
     public var rows: [Row]
     /// The day compared with (`2026-11-20`); nil when `segment_daily` has no earlier day.

@@ -2,7 +2,7 @@ import ChurnModel
 import Foundation
 import Postgres
 
-/// A row of `churnwatch.winback_queue` (design.md §5), as consumers see it.
+/// A row of `churnwatch.winback_queue` (docs/contracts.md), as consumers see it.
 public struct WinbackQueueEntry: Sendable, Equatable {
     /// The entry's life: `pending` → `claimed` → `done`; a claim can be released (back to
     /// `pending`) or run out (claimable again); `obsolete` when the reason went away, `expired`

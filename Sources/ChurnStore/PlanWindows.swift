@@ -1,6 +1,6 @@
 import Foundation
 
-/// The selection windows of design.md §1: which subscriptions a run polls.
+/// The selection windows of docs/architecture.md §1: which subscriptions a run polls.
 public struct PlanWindows: Sendable, Equatable, Codable {
     /// Current period started within the last `start` (default 3 days).
     public var start: TimeInterval = 3 * 86_400

@@ -4,7 +4,7 @@ import ChurnStore
 import Foundation
 import Postgres
 
-/// churnwatch's exit codes (design.md §6), as operators and cron wrappers read them.
+/// churnwatch's exit codes (docs/contracts.md), as operators and cron wrappers read them.
 enum ExitStatus {
     /// Done.
     static let ok: Int32 = 0

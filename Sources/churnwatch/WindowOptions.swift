@@ -25,7 +25,7 @@ struct WindowOptions: ParsableArguments {
         throw CLIError.configuration("--as-of \"\(asOf)\" is not an ISO 8601 time (e.g. 2026-11-21T02:00:00Z)")
     }
 
-    /// The windows: each flag, else its environment variable (design.md §4: every setting is
+    /// The windows: each flag, else its environment variable (docs/architecture.md §4: every setting is
     /// also an environment variable), else the default. A bad value is one line naming the flag
     /// or variable it came from.
     func resolvedWindows(environment env: [String: String] = ProcessInfo.processInfo.environment) throws -> PlanWindows {

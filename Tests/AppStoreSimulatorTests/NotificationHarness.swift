@@ -95,7 +95,7 @@ enum HarnessError: Error {
 }
 
 /// The notification a true event must have been reported by (type, subtype), from
-/// app-store-api.md §8.
+/// docs/apple-api.md, "Notifications V2".
 func expectedNotification(_ event: [String: Any]) -> (String, String?)? {
     let details = event["details"] as? [String: Any] ?? [:]
     switch event["event"] as? String {

@@ -3,7 +3,7 @@ import Foundation
 import Testing
 @testable import AppStoreSimulator
 
-/// Get Notification History: paging, errors, filters and dates (app-store-api.md §2.5).
+/// Get Notification History: paging, errors, filters and dates (docs/apple-api.md, "Notifications V2").
 @Suite struct NotificationHistoryTests {
     static let day = SimTime.day
 

@@ -24,7 +24,7 @@ import X509
             for item in items.prefix(sandbox ? 40 : 120) {
                 _ = try await verifier.verify(item.signedPayload, as: GenericSignedPayload.self)
                 let n = try payload(item.signedPayload, as: DecodedNotification.self)
-                // What verifyAndDecodeNotification checks (app-store-api.md §6).
+                // What verifyAndDecodeNotification checks (docs/apple-api.md, "Verifying").
                 #expect(n.data.bundleId == sim.population.config.bundleId)
                 #expect(n.data.appAppleId == sim.population.config.appAppleId)
                 #expect(n.data.environment == env.rawValue)

@@ -138,7 +138,7 @@ struct TestJWSVerifier {
     }
 }
 
-/// design.md §5's segment table applied to what the API says (what churnwatch will compute).
+/// docs/contracts.md's segment table applied to what the API says (what churnwatch will compute).
 func segment(status: Int32, transaction t: JWSTransactionDecodedPayload, renewal r: JWSRenewalInfoDecodedPayload) -> String {
     if t.revocationDate != nil { return "refunded" }
     if status == 2 {

@@ -241,7 +241,7 @@ struct ChangeDetectorTests {
         #expect(ChangeDetector.events(previous: before, current: after, asOf: day(31)) == first)
     }
 
-    @Test("event names are exactly design.md §5's")
+    @Test("event names are exactly docs/contracts.md's")
     func eventNames() {
         #expect(ChurnEventType.allCases.map(\.rawValue) == [
             "auto_renew_disabled", "auto_renew_enabled", "billing_retry_started", "grace_period_started",

@@ -12,7 +12,7 @@ struct SegmentClassifierTests {
         var testDescription: String { name }
     }
 
-    @Test("design.md §5 segment table, first match wins", arguments: [
+    @Test("docs/contracts.md segment table, first match wins", arguments: [
         Case(name: "refunded", apple: Apple().revoked(at: day(3)), asOf: day(4), segment: .refunded),
         Case(name: "refunded: family revoke", apple: Apple().revoked(at: day(3), type: "FAMILY_REVOKE"), asOf: day(4), segment: .refunded),
         Case(name: "refunded wins over expired", apple: Apple().expired(intent: 1).with { $0.transaction.revocationDate = day(20) },
@@ -69,7 +69,7 @@ struct SegmentClassifierTests {
         #expect(SegmentState.next(previous: c.previous, snapshot: c.apple?.snapshot(at: day(5)), asOf: day(5)) == next)
     }
 
-    @Test("segment names are exactly design.md §5's, in classification order")
+    @Test("segment names are exactly docs/contracts.md's, in classification order")
     func segmentNames() {
         #expect(Segment.allCases.map(\.rawValue) == [
             "refunded", "churned_voluntary", "churned_billing", "churned_price_increase", "churned_product_unavailable",

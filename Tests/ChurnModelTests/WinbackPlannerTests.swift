@@ -27,7 +27,7 @@ struct WinbackPlannerTests {
                      notBefore: notBefore, expiresAt: expiresAt)
     }
 
-    @Test("design.md §5 campaign table with its default timing", arguments: [
+    @Test("docs/contracts.md campaign table with its default timing", arguments: [
         Case(name: "save_offer: will_not_renew, now until the period ends", apple: Apple().autoRenew(false), asOf: day(2),
              entry: entry(.saveOffer, "period:w1", "will_not_renew", from: day(2), until: day(30))),
         Case(name: "save_offer: free trial with auto-renew off", apple: WinbackPlannerTests.trial.autoRenew(false), asOf: day(1),
@@ -145,7 +145,7 @@ struct WinbackPlannerTests {
         #expect(unknown == WinbackDecision())
     }
 
-    @Test("campaign names are exactly design.md §5's; each campaign's segments", arguments: [
+    @Test("campaign names are exactly docs/contracts.md's; each campaign's segments", arguments: [
         (WinbackCampaign.saveOffer, "save_offer", [Segment.willNotRenew, .priceIncreasePending]),
         (.billingFix, "billing_fix", [.gracePeriod, .billingRetry]),
         (.winbackOffer, "winback_offer", [.churnedVoluntary, .churnedPriceIncrease, .churnedOther]),
@@ -156,7 +156,7 @@ struct WinbackPlannerTests {
         #expect(Segment.allCases.filter { WinbackCampaign(segment: $0) == campaign } == segments)
     }
 
-    @Test("default policy is design.md's")
+    @Test("default policy is docs/contracts.md's")
     func defaults() {
         let policy = WinbackPolicy.default
         #expect(policy.graceLeadTime == 86_400)

@@ -5,7 +5,7 @@ import Testing
 
 @Suite("Migrator")
 struct MigratorTests {
-    /// Every table other systems read (design.md §5) plus the worker's own.
+    /// Every table other systems read (docs/contracts.md) plus the worker's own.
     static let contractTables = [
         "subscriptions", "transactions", "churn_events", "subscription_segments", "segment_daily",
         "winback_queue", "runs", "run_items", "quarantine", "schema_migrations",

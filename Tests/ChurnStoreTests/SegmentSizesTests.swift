@@ -5,7 +5,7 @@ import Testing
 
 @Suite("ChurnStore.segmentSizes (churnwatch segments)")
 struct SegmentSizesTests {
-    /// design.md §5, in its order.
+    /// docs/contracts.md, in its order.
     static let contract = [
         "refunded", "churned_voluntary", "churned_billing", "churned_price_increase", "churned_product_unavailable",
         "churned_other", "grace_period", "billing_retry", "will_not_renew", "price_increase_pending",

@@ -21,7 +21,7 @@ struct EnvironmentNullTests {
         let migrate = try await CLIRunner.run(["migrate"], environment: env)
         try #require(migrate.status == 0, "\(migrate.stderr)")
 
-        // The app's own insert: only the id (design.md §5), ON CONFLICT DO NOTHING.
+        // The app's own insert: only the id (docs/contracts.md), ON CONFLICT DO NOTHING.
         let ids = try await OwnThread.run { try sim.truth(at: NightlyRunEndToEndTests.iso(start)).keys.sorted() }
         try #require(ids.count == 40)
         let connection = try PostgresConnection(connectionString: db.connectionURL)

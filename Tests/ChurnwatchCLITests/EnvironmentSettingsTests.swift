@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-/// design.md §4: every setting is an environment variable, also a flag; the flag wins.
+/// docs/architecture.md §4: every setting is an environment variable, also a flag; the flag wins.
 @Suite("windows and concurrency from the environment (the binary)")
 struct EnvironmentSettingsTests {
     @Test("plan takes each window from its CHURNWATCH_ variable unless the flag says otherwise")

@@ -3,7 +3,7 @@ import Crypto
 import Foundation
 
 /// Signs promotional offers for the app to redeem, in both of Apple's forms
-/// (`app-store-api.md` §9): the original signature (StoreKit's `Product.PurchaseOption
+/// (docs/apple-api.md, "Offer signatures"): the original signature (StoreKit's `Product.PurchaseOption
 /// .promotionalOffer(offerID:keyID:nonce:signature:timestamp:)`) and the newer JWS
 /// (`PromotionalOfferV2SignatureCreator`). The In-App Purchase key stays inside this value.
 public struct PromotionalOfferSigner: Sendable {

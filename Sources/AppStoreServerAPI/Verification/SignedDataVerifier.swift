@@ -5,7 +5,7 @@ import SwiftASN1
 import X509
 
 /// Verifies App Store signed data (compact JWS) exactly as Apple's libraries do in offline mode
-/// (app-store-api.md §6), and decodes it.
+/// (docs/apple-api.md, "Verifying"), and decodes it.
 ///
 /// Steps: three base64url parts; header `alg` = `ES256`; `x5c` of exactly three certificates;
 /// a path from `x5c[0]` through `x5c[1]` to one of the **configured** roots (`x5c[2]` is never

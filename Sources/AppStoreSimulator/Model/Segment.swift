@@ -1,4 +1,4 @@
-/// The churn segments of design.md §5, in precedence order ("first match wins").
+/// The churn segments of docs/contracts.md, in precedence order ("first match wins").
 public enum Segment: String, Sendable, Hashable, CaseIterable {
     case refunded
     case churnedVoluntary = "churned_voluntary"
@@ -14,7 +14,7 @@ public enum Segment: String, Sendable, Hashable, CaseIterable {
     case active
 }
 
-/// The churn events of design.md §5.
+/// The churn events of docs/contracts.md.
 public enum TruthEventKind: String, Sendable, Hashable, CaseIterable {
     case autoRenewDisabled = "auto_renew_disabled"
     case autoRenewEnabled = "auto_renew_enabled"

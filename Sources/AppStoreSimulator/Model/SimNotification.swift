@@ -1,5 +1,5 @@
 /// App Store Server Notifications V2 for the simulated timelines: which change sends which
-/// notification (app-store-api.md §8), whether the app received it, and its delivery attempts.
+/// notification (docs/apple-api.md, "Notifications V2"), whether the app received it, and its delivery attempts.
 /// Pure: a function of the population, the options and the moment.
 
 /// How the simulated app receives notifications.

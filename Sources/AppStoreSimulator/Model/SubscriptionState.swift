@@ -80,7 +80,7 @@ public struct SubscriptionState: Sendable, Hashable {
         return autoRenew
     }
 
-    /// The segment of design.md §5 at `t` (first match wins).
+    /// The segment of docs/contracts.md at `t` (first match wins).
     func segment(at t: Int64) -> Segment {
         if latest.revocation != nil { return .refunded }
         switch phase {

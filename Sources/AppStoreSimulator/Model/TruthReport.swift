@@ -1,4 +1,4 @@
-/// The ground truth as JSON: every subscription's state at a moment in design.md §5's segment
+/// The ground truth as JSON: every subscription's state at a moment in docs/contracts.md's segment
 /// vocabulary (`/_sim/truth`), and the true changes in a window (`/_sim/events`).
 public enum TruthReport {
     /// `{"at": ISO, "subscriptions": [...]}`; subscriptions not yet purchased at `at` are left out.

@@ -1,6 +1,6 @@
 import AppStoreModels
 
-/// `responseBodyV2DecodedPayload` of an App Store Server Notification V2 (app-store-api.md §8).
+/// `responseBodyV2DecodedPayload` of an App Store Server Notification V2 (docs/apple-api.md, "Notifications V2").
 struct NotificationPayloadV2: Encodable {
     struct Data: Encodable {
         var appAppleId: Int64
@@ -75,7 +75,7 @@ extension SimulatorService {
         return jws(i, payload: encode(payload, extraFields: false))
     }
 
-    /// `POST /inApps/v1/notifications/history[?paginationToken=]` (app-store-api.md §2.5).
+    /// `POST /inApps/v1/notifications/history[?paginationToken=]` (docs/apple-api.md, "Notifications V2").
     func notificationHistory(_ req: SimRequest, now: Int64) throws(AppleError) -> SimResponse {
         guard req.method == "POST" else { throw AppleError(404, 4_040_000, "Not found.") }
         let q = try NotificationHistoryQuery.parse(req.body, now: now, windowDays: req.environment == .sandbox ? 30 : 180)
