@@ -239,34 +239,6 @@ public final class PostgresConnection: @unchecked Sendable {
         return value
     }
 
-    // MARK: Advisory locks
-
-    /// Session-level lock; waits until granted.
-    public func advisoryLock(_ key: Int64) throws {
-        try execute("SELECT pg_advisory_lock(\(key))")
-    }
-
-    /// Session-level lock without waiting; true when granted.
-    public func tryAdvisoryLock(_ key: Int64) throws -> Bool {
-        try query("SELECT pg_try_advisory_lock(\(key))").first?.decode(Bool.self, at: 0) ?? false
-    }
-
-    /// Releases a session-level lock; false when it was not held.
-    @discardableResult
-    public func advisoryUnlock(_ key: Int64) throws -> Bool {
-        try query("SELECT pg_advisory_unlock(\(key))").first?.decode(Bool.self, at: 0) ?? false
-    }
-
-    /// Transaction-level lock (released at COMMIT/ROLLBACK); waits until granted.
-    public func transactionAdvisoryLock(_ key: Int64) throws {
-        try execute("SELECT pg_advisory_xact_lock(\(key))")
-    }
-
-    /// Transaction-level lock without waiting; true when granted.
-    public func tryTransactionAdvisoryLock(_ key: Int64) throws -> Bool {
-        try query("SELECT pg_try_advisory_xact_lock(\(key))").first?.decode(Bool.self, at: 0) ?? false
-    }
-
     // MARK: COPY
 
     /// Streams rows with `COPY ... FROM STDIN` (text format). `statement` must be a COPY
@@ -360,62 +332,6 @@ public final class PostgresConnection: @unchecked Sendable {
         if let failure { throw failure }
         if isBroken { throw connectionError(sql: nil) }
         return affected
-    }
-}
-
-/// Buffers COPY text-format rows and hands full chunks to libpq.
-public struct PostgresCopyWriter {
-    private var buffer: [UInt8] = []
-    private let send: ([UInt8]) throws -> Void
-    static let chunkSize = 256 * 1024
-
-    init(send: @escaping ([UInt8]) throws -> Void) {
-        self.send = send
-        buffer.reserveCapacity(Self.chunkSize + 4096)
-    }
-
-    /// Appends one row. Values use the same text forms as query parameters; nil is NULL.
-    public mutating func row(_ values: [any PostgresEncodable]) throws {
-        for (i, value) in values.enumerated() {
-            if i > 0 { buffer.append(0x09) }
-            let bind = value.postgresBind
-            if let text = bind.text {
-                Self.appendEscaped(text, to: &buffer)
-            } else {
-                buffer.append(0x5C); buffer.append(0x4E) // \N
-            }
-        }
-        buffer.append(0x0A)
-        if buffer.count >= Self.chunkSize { try flush() }
-    }
-
-    /// Appends one row of already-text fields (nil is NULL).
-    public mutating func row(texts: [String?]) throws {
-        for (i, field) in texts.enumerated() {
-            if i > 0 { buffer.append(0x09) }
-            if let field { Self.appendEscaped(field, to: &buffer) } else { buffer.append(0x5C); buffer.append(0x4E) }
-        }
-        buffer.append(0x0A)
-        if buffer.count >= Self.chunkSize { try flush() }
-    }
-
-    mutating func flush() throws {
-        guard !buffer.isEmpty else { return }
-        try send(buffer)
-        buffer.removeAll(keepingCapacity: true)
-    }
-
-    /// COPY text format: backslash, tab, newline and carriage return are escaped.
-    static func appendEscaped(_ text: String, to out: inout [UInt8]) {
-        for byte in text.utf8 {
-            switch byte {
-            case 0x5C: out.append(0x5C); out.append(0x5C)
-            case 0x09: out.append(0x5C); out.append(0x74)
-            case 0x0A: out.append(0x5C); out.append(0x6E)
-            case 0x0D: out.append(0x5C); out.append(0x72)
-            default: out.append(byte)
-            }
-        }
     }
 }
 

@@ -11,8 +11,8 @@ public final class AppStoreServerAPIClient: Sendable {
     public let verifier: SignedDataVerifier
     public let tokens: AppStoreTokenProvider
     private let transport: any HTTPTransport
-    private let limiter: any AppStoreRateLimiter
-    private let clock: any AppStoreClock
+    let limiter: any AppStoreRateLimiter
+    let clock: any AppStoreClock
     private let random: @Sendable () -> Double
     let logger: Logger
     let retryAfterWarned = Locked(false)
@@ -321,18 +321,7 @@ public final class AppStoreServerAPIClient: Sendable {
                 tokens.invalidate(token)
                 attempt -= 1 // a fresh token is not a retry
             case .rateLimited(let retryAfter):
-                let now = clock.now()
-                let asked = Self.parseRetryAfter(retryAfter, now: now) ?? now.addingTimeInterval(policy.ceiling(afterAttempt: attempt))
-                let (until, capped) = policy.pause(retryAfter: asked, now: now)
-                if capped { warnRetryAfterCapped(key, raw: retryAfter ?? "", asked: asked, until: until) }
-                await limiter.rateLimited(key, until: until, sentAt: sentAt)
-                // A burst of 429s is one warning (then one per 10 s per endpoint), not a line each.
-                let level: Logger.Level = rateLimitWarned.withLock { last in
-                    guard now.timeIntervalSince(last[key] ?? .distantPast) >= 10 else { return .debug }
-                    last[key] = now
-                    return .warning
-                }
-                logger.log(level: level, "Apple rate limit on \(key), paused until \(until.ISO8601Format())")
+                let (until, capped) = await pauseForRateLimit(key, retryAfter: retryAfter, attempt: attempt, sentAt: sentAt)
                 if capped || attempt >= policy.maxAttempts || until.timeIntervalSince(clock.now()) > remainingWait() {
                     return .rateLimited(until: until)
                 }
@@ -370,37 +359,5 @@ public final class AppStoreServerAPIClient: Sendable {
         default:
             return .done(.malformedResponse("unexpected HTTP status \(response.status)"))
         }
-    }
-
-    static func url(_ base: URL, path: String, query: [(name: String, value: String)]) -> URL {
-        var text = base.absoluteString.trimmingSuffix("/") + path
-        if !query.isEmpty {
-            text += "?" + query.map { "\(escape($0.name))=\(escape($0.value))" }.joined(separator: "&")
-        }
-        return URL(string: text)!
-    }
-
-    private static let unreserved = CharacterSet(charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-
-    /// Percent-encodes everything but RFC 3986 unreserved characters.
-    static func escape(_ text: String) -> String {
-        text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text
-    }
-
-    static func describe(_ error: any Error) -> String {
-        switch error {
-        case DecodingError.dataCorrupted(let c): "invalid JSON at \(path(c.codingPath)): \(c.debugDescription)"
-        case DecodingError.keyNotFound(let k, let c): "missing \(path(c.codingPath + [k]))"
-        case DecodingError.typeMismatch(_, let c): "wrong type at \(path(c.codingPath))"
-        case DecodingError.valueNotFound(_, let c): "null at \(path(c.codingPath))"
-        case HTTPTransportError.connection(let m): m
-        case HTTPTransportError.timeout: "timeout"
-        case HTTPTransportError.untrustedServer(let m): m
-        default: String(describing: error)
-        }
-    }
-
-    private static func path(_ keys: [any CodingKey]) -> String {
-        keys.isEmpty ? "top level" : keys.map { $0.intValue.map { "[\($0)]" } ?? ".\($0.stringValue)" }.joined()
     }
 }
