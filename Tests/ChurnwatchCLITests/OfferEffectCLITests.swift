@@ -23,7 +23,7 @@ struct OfferEffectCLITests {
     @Test("holdout 0.5, offers redeemed at the simulator: uplift positive, its interval covers the true effect")
     func measuredUpliftCoversTrueEffect() async throws {
         let world = try await NightlyRunEndToEndTests.World.make(
-            subscribers: 3000, seed: 23, simFlags: ["--offer-effect", String(Self.effect)])
+            subscribers: 1500, seed: 23, simFlags: ["--offer-effect", String(Self.effect)])
         defer { world.close() }
         let env = world.env
         let db = try world.connect()
@@ -57,9 +57,9 @@ struct OfferEffectCLITests {
         let saved = redemptions.filter(\.saved)
         try #require(saved.count >= 10, "too few customers saved by the offer to test with: \(saved.count)")
 
-        // Let every entry's period end (yearly plans included), then read the result.
-        let settle = [1, 7, 14, 21, 28, 35] + Array(stride(from: 60, through: 390, by: 30))
-        for d in settle {
+        // Let every entry's period end (yearly plans included), then read the result. Sparse nights
+        // are enough: a poll sees what changed since the last one, with Apple's dates.
+        for d in [7, 35, 120, 250, 390] {
             let r = try await world.night(Self.start.addingTimeInterval(Double(d) * Self.day))
             try #require(r.status == 0, "night day \(d): \(r.stderr)")
         }
@@ -76,7 +76,7 @@ struct OfferEffectCLITests {
         let entries = try #require(row["entries"] as? Int), decided = try #require(row["decided"] as? Int)
         let heldDecided = try #require(row["holdout_decided"] as? Int)
         #expect(decided == entries, "every treated entry is decided once its period has ended")
-        #expect(decided >= 30 && heldDecided >= 30, "treated \(decided), held out \(heldDecided)")
+        #expect(decided >= 20 && heldDecided >= 20, "treated \(decided), held out \(heldDecided)")
         // The true effect, intention-to-treat: treated entries whose outcome the offer changed.
         let trueEffect = Double(redemptions.filter(\.changed_outcome).count) / Double(entries)
         let uplift = try #require(row["uplift"] as? Double)
