@@ -114,6 +114,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Comma-separated fault kinds to use: rogue_chain,truncated_jws,unknown_values,foreign_bundle.")
     var faultKinds = PayloadFault.allCases.map(\.rawValue).joined(separator: ",")
 
+    @Option(help: "Probability that a customer with auto-renew off who redeems a save offer (POST /_sim/offers/redeem) is saved: auto-renew back on, renewing from then on.")
+    var offerEffect = 0.0
+
     @Option(help: "Subscribers whose signed status is cached (about 1.3 KB each).")
     var cacheCapacity = 120_000
 
@@ -138,6 +141,8 @@ struct Serve: AsyncParsableCommand {
         options.timeoutHoldMs = timeoutHoldMs
         options.faultRate = faultRate
         options.cacheCapacity = cacheCapacity
+        guard (0...1).contains(offerEffect) else { throw ValidationError("--offer-effect wants a probability from 0 to 1") }
+        options.offerEffect = offerEffect
         options.requireIssuedAt = requireIat
         options.notifications = try notifications.options()
         options.faultKinds = try faultKinds.split(separator: ",").map {
@@ -208,6 +213,9 @@ struct Bench: AsyncParsableCommand {
     @Option(help: "Subscribers cached and requested (default: all, up to --cache-capacity).")
     var workingSet: Int?
 
+    @Option(help: "Probability that a customer with auto-renew off who redeems a save offer (POST /_sim/offers/redeem) is saved: auto-renew back on, renewing from then on.")
+    var offerEffect = 0.0
+
     @Option(help: "Subscribers whose signed status is cached.")
     var cacheCapacity = 120_000
 
@@ -227,6 +235,8 @@ struct Bench: AsyncParsableCommand {
         let identity = try SimulatorIdentity.loadOrCreate(dir: dir)
         var options = SimulatorOptions()
         options.cacheCapacity = cacheCapacity
+        guard (0...1).contains(offerEffect) else { throw ValidationError("--offer-effect wants a probability from 0 to 1") }
+        options.offerEffect = offerEffect
         let service = SimulatorService(population: pop, identity: identity, clock: SimClock(start: config.start), options: options)
         let server = try await SimulatorServer.start(
             service: service, port: 0, sandboxPort: 0, threads: threads ?? ProcessInfo.processInfo.activeProcessorCount)

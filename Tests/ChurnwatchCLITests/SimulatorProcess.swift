@@ -103,9 +103,10 @@ final class SimulatorProcess: @unchecked Sendable {
 
     // MARK: HTTP
 
-    func request(_ method: String, _ path: String) throws -> Data {
+    func request(_ method: String, _ path: String, body: Data? = nil) throws -> Data {
         var req = URLRequest(url: URL(string: productionURL + path)!)
         req.httpMethod = method
+        req.httpBody = body
         req.timeoutInterval = 60
         let box = ResultBox()
         let task = URLSession.shared.dataTask(with: req) { data, response, error in

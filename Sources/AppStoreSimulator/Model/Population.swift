@@ -1,11 +1,16 @@
+import NIOConcurrencyHelpers
+
 /// Every simulated subscription and its timeline, generated once from a ``PopulationConfig``.
-/// Immutable after generation, so it is shared freely across threads.
+/// Immutable after generation except for redeemed offers (``redeemOffer(_:at:effect:)``), which
+/// replace a timeline from the redemption on, under a lock; shared freely across threads.
 public final class Population: Sendable {
     public let config: PopulationConfig
     public let catalog: Catalog
     public let records: [SubscriberRecord]
     /// All timelines, back to back; a record's range points into it.
     let events: [TimelineEvent]
+    /// Timelines changed by redeemed offers (they replace the generated ones), and the redemptions.
+    let revisions = NIOLockedValueBox(OfferRevisions())
 
     /// Base of the numeric ids: subscription i owns `base + i*1000 ..< base + i*1000 + 1000`.
     public static let originalIdBase: Int64 = 200_000_000_000_000
@@ -35,6 +40,7 @@ public final class Population: Sendable {
 
     /// The timeline of subscription `i`.
     public func timeline(_ i: Int) -> ArraySlice<TimelineEvent> {
+        if let revised = revisions.withLockedValue({ $0.timelines[i] }) { return revised[...] }
         let r = records[i]
         return events[Int(r.firstEvent)..<Int(r.firstEvent + r.eventCount)]
     }

@@ -48,6 +48,11 @@ final class SignedCache: Sendable {
         }
     }
 
+    /// Forgets a subscriber's item (its timeline changed).
+    func remove(_ subscriber: Int) {
+        shards[subscriber % shards.count].withLockedValue { s in s.items[Int32(subscriber)] = nil }
+    }
+
     func put(_ subscriber: Int, _ item: Item) {
         shards[subscriber % shards.count].withLockedValue { s in
             let key = Int32(subscriber)

@@ -43,6 +43,9 @@ public struct SimulatorOptions: Sendable {
     public var requireIssuedAt = false
     /// Notifications V2: whether the app has a notification URL, and which changes it hears of.
     public var notifications = NotificationOptions()
+    /// Probability that a customer who redeems a save offer (`POST /_sim/offers/redeem`) with
+    /// auto-renew off is saved (drawn once per subscription from the seed).
+    public var offerEffect = 0.0
 
     public init() {}
 }

@@ -86,10 +86,55 @@ extension SimulatorService {
             w.int("app_apple_id", population.config.appAppleId)
             w.endObject()
             return .json(200, w.bytes)
+        case ("POST", "/_sim/offers/redeem"):
+            return redeemOffer(req) ?? bad(
+                "POST /_sim/offers/redeem wants {\"original_transaction_id\": ID, \"at\": ISO8601 at or after the clock}")
+        case ("GET", "/_sim/offers"):
+            var w = JSONWriter()
+            w.beginObject()
+            w.beginArray("redemptions")
+            for r in population.offerRedemptions { Self.write(r, population: population, to: &w) }
+            w.endArray()
+            w.endObject()
+            return .json(200, w.bytes)
         case ("GET", "/_sim/notifications"):
             return notificationsTruth(q) ?? bad("from and to want ISO 8601 times")
         default:
             return SimResponse(status: 404)
         }
+    }
+
+    private struct RedeemBody: Decodable {
+        var original_transaction_id: String
+        var at: String?
+    }
+
+    /// `POST /_sim/offers/redeem`: the customer redeemed a delivered save offer (nil: bad input).
+    /// A redemption in the simulated past is refused: what was served stays served.
+    private func redeemOffer(_ req: SimRequest) -> SimResponse? {
+        guard let body = try? JSONDecoder().decode(RedeemBody.self, from: Data(req.body)),
+            let loc = population.locate(transactionId: body.original_transaction_id), loc.transaction == 0
+        else { return nil }
+        let now = clock.now()
+        guard let at = body.at.map(SimTime.parse) ?? now, at >= now else { return nil }
+        let r = population.redeemOffer(loc.subscriber, at: at, effect: options.offerEffect)
+        if r.saved {
+            cache.remove(loc.subscriber)
+            notificationIndexBox.withLockedValue { $0 = nil }
+        }
+        var w = JSONWriter()
+        Self.write(r, population: population, to: &w)
+        return .json(200, w.bytes)
+    }
+
+    static func write(_ r: OfferRedemption, population: Population, to w: inout JSONWriter) {
+        w.beginObject()
+        w.string("original_transaction_id", population.originalTransactionId(r.subscriber))
+        w.date("at", r.at)
+        w.bool("eligible", r.eligible)
+        w.bool("saved", r.saved)
+        w.bool("would_have_stayed", r.wouldHaveStayed)
+        w.bool("changed_outcome", r.changedOutcome)
+        w.endObject()
     }
 }
