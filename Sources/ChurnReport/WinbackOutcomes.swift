@@ -10,7 +10,7 @@ enum WinbackOutcomes {
 
     static func render(_ outcomes: [ReportData.Outcome]) -> HTML {
         guard !outcomes.isEmpty else {
-            return "<h3>Outcomes</h3><p class=\"nothing\" id=\"winback-outcomes\">No outcomes yet: saved share, holdout and uplift per campaign appear here once churnwatch measures them.</p>"
+            return "<h3>Outcomes</h3><p class=\"nothing\" id=\"winback-outcomes\">No outcomes yet: the queue has no entries. Saved share, holdout and uplift per campaign and offer appear here once runs add some.</p>"
         }
         var table = Table(id: "t-outcomes", caption: "Outcomes per campaign and offer: treated entries against the holdout (shares over decided entries)",
                           headers: headers)
