@@ -51,6 +51,6 @@ enum Palette {
 
     /// Win-back statuses, in queue order.
     static let winbackStatus: [(name: String, color: String)] = [
-        ("pending", "#DDCC77"), ("claimed", "#88CCEE"), ("done", "#44AA99"), ("obsolete", "#888888"), ("expired", "#CC6677"),
+        ("pending", "#DDCC77"), ("claimed", "#88CCEE"), ("done", "#44AA99"), ("obsolete", "#888888"), ("expired", "#CC6677"), ("held_out", "#AA4499"),
     ]
 }

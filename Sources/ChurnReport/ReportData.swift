@@ -25,6 +25,9 @@ public struct ReportData: Sendable, Equatable {
     public var billing = Billing()
     /// The win-back queue by campaign and status.
     public var winback: [WinbackCount] = []
+    /// Measured outcomes per campaign and offer (`ChurnStore.outcomeSummaries`, all entries,
+    /// horizons judged at the as-of time); empty when no entry exists yet.
+    public var outcomes: [Outcome] = []
     /// Revenue at risk per segment and currency; nil when no renewal price is stored.
     public var revenue: Revenue?
     /// The newest runs (at most 10), newest first.
@@ -124,6 +127,36 @@ public struct ReportData: Sendable, Equatable {
             self.campaign = campaign
             self.status = status
             self.count = count
+        }
+    }
+
+    /// One campaign and offer of the retention loop (docs/churn-model.md §6). Counts only: the
+    /// renderer derives shares and the uplift interval with `UpliftEstimate`.
+    public struct Outcome: Sendable, Equatable {
+        public var campaign: String
+        /// nil for entries created without an offer.
+        public var offerId: String?
+        /// Treated (not held out) entries, those acked (`done`), those decided and those saved.
+        public var entries: Int, delivered: Int, decided: Int, saved: Int
+        /// The same for the holdout.
+        public var holdoutEntries: Int, holdoutDecided: Int, holdoutSaved: Int
+        public var medianDaysToSave: Double?
+        /// Renewal price × treated saves, per currency, in milliunits.
+        public var revenueKept: [String: Int64]
+        public init(campaign: String, offerId: String?, entries: Int, delivered: Int, decided: Int, saved: Int,
+                    holdoutEntries: Int, holdoutDecided: Int, holdoutSaved: Int, medianDaysToSave: Double?,
+                    revenueKept: [String: Int64]) {
+            self.campaign = campaign
+            self.offerId = offerId
+            self.entries = entries
+            self.delivered = delivered
+            self.decided = decided
+            self.saved = saved
+            self.holdoutEntries = holdoutEntries
+            self.holdoutDecided = holdoutDecided
+            self.holdoutSaved = holdoutSaved
+            self.medianDaysToSave = medianDaysToSave
+            self.revenueKept = revenueKept
         }
     }
 

@@ -1,6 +1,7 @@
 import ChurnModel
 
-/// Panel 5: the win-back queue per campaign and status; outcomes once they are measured.
+/// Panel 5: the win-back queue per campaign and status (`held_out`: drawn for the holdout);
+/// outcomes per campaign and offer once entries exist.
 enum WinbackPanel {
     static func render(_ data: ReportData) -> HTML {
         let known = WinbackCampaign.allCases.map(\.rawValue)
@@ -10,7 +11,7 @@ enum WinbackPanel {
         let statuses = statusNames + Set(data.winback.map(\.status)).subtracting(statusNames).sorted()
         var counts: [String: [String: Int]] = [:]
         for w in data.winback { counts[w.campaign, default: [:]][w.status, default: 0] += w.count }
-        let outcomes: HTML = "<h3>Outcomes</h3><p class=\"nothing\" id=\"winback-outcomes\">No outcomes yet: saved share, holdout and uplift per campaign appear here once churnwatch measures them.</p>"
+        let outcomes = WinbackOutcomes.render(data.outcomes)
         let total = data.winback.reduce(0) { $0 + $1.count }
         guard total > 0 else {
             return ReportPage.panel("winback", lead: "The win-back queue is empty.",

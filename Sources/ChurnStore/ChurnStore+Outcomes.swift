@@ -111,55 +111,61 @@ extension ChurnStore {
     /// the entries created since `since` (their run's as-of). An entry without a recorded
     /// outcome whose horizon (`expires_at`) has passed by `asOf` counts as lost.
     public func outcomeSummaries(since: Date?, grouping: OutcomeSummary.Grouping, asOf: Date) async throws -> [OutcomeSummary] {
-        let byOffer = grouping != .campaign, byProduct = grouping == .product
-        return try await pool.withConnection { db in
-            let entries: PostgresQuery = """
-                SELECT w.campaign, CASE WHEN \(byOffer) THEN w.offer_id END AS offer_id,
-                       CASE WHEN \(byProduct) THEN w.product_id END AS product_id, w.holdout, w.status,
-                       coalesce(w.outcome, CASE WHEN w.expires_at <= \(asOf) THEN 'lost' END) AS outcome,
-                       w.outcome_at, w.outcome_price, w.outcome_currency, coalesce(r.as_of, w.created_at) AS opened_at
-                FROM churnwatch.winback_queue w LEFT JOIN churnwatch.runs r ON r.id = w.run_id
-                WHERE \(since)::timestamptz IS NULL OR coalesce(r.as_of, w.created_at) >= \(since)::timestamptz
-                """
-            var summaries: [OutcomeSummary] = []
-            var index: [String: Int] = [:]
-            func key(_ row: PostgresRow) throws -> String {
-                [try row.decode(String.self, "campaign"), try row.decode(String?.self, "offer_id") ?? "\u{0}",
-                 try row.decode(String?.self, "product_id") ?? "\u{0}"].joined(separator: "\u{1}")
-            }
-            for row in try db.query("""
-                WITH e AS (\(entries))
-                SELECT campaign, offer_id, product_id,
-                    count(*) FILTER (WHERE NOT holdout) AS entries,
-                    count(*) FILTER (WHERE NOT holdout AND status = 'done') AS delivered,
-                    count(*) FILTER (WHERE NOT holdout AND outcome IS NOT NULL) AS decided,
-                    count(*) FILTER (WHERE NOT holdout AND outcome = 'saved') AS saved,
-                    count(*) FILTER (WHERE holdout) AS holdout_entries,
-                    count(*) FILTER (WHERE holdout AND outcome IS NOT NULL) AS holdout_decided,
-                    count(*) FILTER (WHERE holdout AND outcome = 'saved') AS holdout_saved,
-                    percentile_cont(0.5) WITHIN GROUP (ORDER BY greatest(0, extract(epoch FROM outcome_at - opened_at)) / 86400)
-                        FILTER (WHERE NOT holdout AND outcome = 'saved') AS median_days
-                FROM e GROUP BY 1, 2, 3 ORDER BY 1, 2 NULLS LAST, 3 NULLS LAST
-                """) {
-                index[try key(row)] = summaries.count
-                summaries.append(OutcomeSummary(
-                    campaign: try row.decode(String.self, "campaign"), offerId: try row.decode(String?.self, "offer_id"),
-                    productId: try row.decode(String?.self, "product_id"), entries: try row.decode(Int.self, "entries"),
-                    delivered: try row.decode(Int.self, "delivered"), decided: try row.decode(Int.self, "decided"),
-                    saved: try row.decode(Int.self, "saved"), holdoutEntries: try row.decode(Int.self, "holdout_entries"),
-                    holdoutDecided: try row.decode(Int.self, "holdout_decided"), holdoutSaved: try row.decode(Int.self, "holdout_saved"),
-                    medianDaysToSave: try row.decode(Double?.self, "median_days"), revenueKept: [:]))
-            }
-            for row in try db.query("""
-                WITH e AS (\(entries))
-                SELECT campaign, offer_id, product_id, outcome_currency AS currency, sum(outcome_price)::bigint AS kept
-                FROM e WHERE NOT holdout AND outcome = 'saved' AND outcome_price IS NOT NULL AND outcome_currency IS NOT NULL
-                GROUP BY 1, 2, 3, 4
-                """) {
-                guard let i = index[try key(row)] else { continue }
-                summaries[i].revenueKept[try row.decode(String.self, "currency")] = try row.decode(Int64.self, "kept")
-            }
-            return summaries
+        try await pool.withConnection { db in
+            try Self.outcomeSummaries(db, since: since, grouping: grouping, asOf: asOf)
         }
+    }
+
+    /// `outcomeSummaries` on a connection the caller holds (the report reads them in its snapshot).
+    static func outcomeSummaries(_ db: PostgresConnection, since: Date?, grouping: OutcomeSummary.Grouping,
+                                 asOf: Date) throws -> [OutcomeSummary] {
+        let byOffer = grouping != .campaign, byProduct = grouping == .product
+        let entries: PostgresQuery = """
+            SELECT w.campaign, CASE WHEN \(byOffer) THEN w.offer_id END AS offer_id,
+                   CASE WHEN \(byProduct) THEN w.product_id END AS product_id, w.holdout, w.status,
+                   coalesce(w.outcome, CASE WHEN w.expires_at <= \(asOf) THEN 'lost' END) AS outcome,
+                   w.outcome_at, w.outcome_price, w.outcome_currency, coalesce(r.as_of, w.created_at) AS opened_at
+            FROM churnwatch.winback_queue w LEFT JOIN churnwatch.runs r ON r.id = w.run_id
+            WHERE \(since)::timestamptz IS NULL OR coalesce(r.as_of, w.created_at) >= \(since)::timestamptz
+            """
+        var summaries: [OutcomeSummary] = []
+        var index: [String: Int] = [:]
+        func key(_ row: PostgresRow) throws -> String {
+            [try row.decode(String.self, "campaign"), try row.decode(String?.self, "offer_id") ?? "\u{0}",
+             try row.decode(String?.self, "product_id") ?? "\u{0}"].joined(separator: "\u{1}")
+        }
+        for row in try db.query("""
+            WITH e AS (\(entries))
+            SELECT campaign, offer_id, product_id,
+                count(*) FILTER (WHERE NOT holdout) AS entries,
+                count(*) FILTER (WHERE NOT holdout AND status = 'done') AS delivered,
+                count(*) FILTER (WHERE NOT holdout AND outcome IS NOT NULL) AS decided,
+                count(*) FILTER (WHERE NOT holdout AND outcome = 'saved') AS saved,
+                count(*) FILTER (WHERE holdout) AS holdout_entries,
+                count(*) FILTER (WHERE holdout AND outcome IS NOT NULL) AS holdout_decided,
+                count(*) FILTER (WHERE holdout AND outcome = 'saved') AS holdout_saved,
+                percentile_cont(0.5) WITHIN GROUP (ORDER BY greatest(0, extract(epoch FROM outcome_at - opened_at)) / 86400)
+                    FILTER (WHERE NOT holdout AND outcome = 'saved') AS median_days
+            FROM e GROUP BY 1, 2, 3 ORDER BY 1, 2 NULLS LAST, 3 NULLS LAST
+            """) {
+            index[try key(row)] = summaries.count
+            summaries.append(OutcomeSummary(
+                campaign: try row.decode(String.self, "campaign"), offerId: try row.decode(String?.self, "offer_id"),
+                productId: try row.decode(String?.self, "product_id"), entries: try row.decode(Int.self, "entries"),
+                delivered: try row.decode(Int.self, "delivered"), decided: try row.decode(Int.self, "decided"),
+                saved: try row.decode(Int.self, "saved"), holdoutEntries: try row.decode(Int.self, "holdout_entries"),
+                holdoutDecided: try row.decode(Int.self, "holdout_decided"), holdoutSaved: try row.decode(Int.self, "holdout_saved"),
+                medianDaysToSave: try row.decode(Double?.self, "median_days"), revenueKept: [:]))
+        }
+        for row in try db.query("""
+            WITH e AS (\(entries))
+            SELECT campaign, offer_id, product_id, outcome_currency AS currency, sum(outcome_price)::bigint AS kept
+            FROM e WHERE NOT holdout AND outcome = 'saved' AND outcome_price IS NOT NULL AND outcome_currency IS NOT NULL
+            GROUP BY 1, 2, 3, 4
+            """) {
+            guard let i = index[try key(row)] else { continue }
+            summaries[i].revenueKept[try row.decode(String.self, "currency")] = try row.decode(Int64.self, "kept")
+        }
+        return summaries
     }
 }

@@ -96,5 +96,12 @@ extension ChurnStore {
             ReportData.WinbackCount(campaign: try $0.decode(String.self, "campaign"), status: try $0.decode(String.self, "status"),
                                     count: try $0.decode(Int.self, "n"))
         }
+        guard !data.winback.isEmpty else { return }
+        data.outcomes = try outcomeSummaries(db, since: nil, grouping: .offer, asOf: data.asOf).map {
+            ReportData.Outcome(campaign: $0.campaign, offerId: $0.offerId, entries: $0.entries, delivered: $0.delivered,
+                               decided: $0.decided, saved: $0.saved, holdoutEntries: $0.holdoutEntries,
+                               holdoutDecided: $0.holdoutDecided, holdoutSaved: $0.holdoutSaved,
+                               medianDaysToSave: $0.medianDaysToSave, revenueKept: $0.revenueKept)
+        }
     }
 }

@@ -137,4 +137,64 @@ struct ReportDataTests {
                     == ["will_not_renew USD 2 19980", "billing_retry \(Self.hostile) 1 9990"])
         }
     }
+
+    @Test("outcomes per campaign and offer, written by SQL: counts, shares' inputs, median days and revenue kept match independent SQL")
+    func outcomes() async throws {
+        try await FreshDatabase.with { fresh in
+            let db = try fresh.connect()
+            try Migrator(migrations: try ProjectMigrations.load()).migrate(db)
+            let store = ChurnStore(pool: fresh.pool(size: 1))
+            #expect(try await store.reportData(asOf: Self.t, days: 7).outcomes.isEmpty, "no entries, no outcomes")
+            let x = Self.hostile
+            // (otid, campaign, offer, status, holdout, outcome, days to outcome, price, currency, horizon in days)
+            let rows: [(String, String, String?, String, Bool, String?, Double?, Int64?, String?, Double?)] = [
+                ("s1", "save_offer", x, "done", false, "saved", 2, 9_990, "USD", 30), ("s2", "save_offer", x, "done", false, "saved", 4, 4_990, "EUR", 30),
+                ("s3", "save_offer", x, "claimed", false, "lost", 5, nil, nil, 30), ("s4", "save_offer", x, "pending", false, nil, nil, nil, nil, -1),
+                ("s5", "save_offer", x, "pending", false, nil, nil, nil, nil, 10), ("h1", "save_offer", x, "held_out", true, "saved", 1, 9_990, "USD", 30),
+                ("h2", "save_offer", x, "held_out", true, "lost", 6, nil, nil, 30), ("h3", "save_offer", x, "held_out", true, "lost", 7, nil, nil, 30),
+                ("b1", "billing_fix", nil, "done", false, "saved", 3, 1_000, "USD", 30),
+            ]
+            for r in rows {
+                try db.execute("""
+                    INSERT INTO churnwatch.winback_queue (original_transaction_id, campaign, episode, reason, not_before, status, offer_id, holdout,
+                        outcome, outcome_at, outcome_price, outcome_currency, expires_at, created_at)
+                    VALUES (\(r.0), \(r.1), 'e1', 'r', \(Self.t), \(r.3), \(r.2), \(r.4), \(r.5), \(r.6.map { Self.at(days: $0) }), \(r.7), \(r.8),
+                            \(r.9.map { Self.at(days: $0) }), \(Self.t))
+                    """)
+            }
+            let outcomes = try await store.reportData(asOf: Self.t, days: 7).outcomes
+            #expect(outcomes.map(\.campaign) == ["billing_fix", "save_offer"])
+            #expect(outcomes.last == .init(campaign: "save_offer", offerId: x, entries: 5, delivered: 2, decided: 4, saved: 2, holdoutEntries: 3,
+                                           holdoutDecided: 3, holdoutSaved: 1, medianDaysToSave: 3, revenueKept: ["USD": 9_990, "EUR": 4_990]))
+            // The same figures from SQL written here: per group and arm, an entry is decided when it has an
+            // outcome or its horizon passed by the as-of time.
+            for row in try db.query("""
+                SELECT campaign, offer_id, holdout, count(*), sum((status = 'done')::int), sum((outcome IS NOT NULL OR expires_at <= \(Self.t))::int),
+                       sum((outcome = 'saved')::int)
+                FROM churnwatch.winback_queue GROUP BY 1, 2, 3
+                """) {
+                let (campaign, offer, holdout) = (try row.decode(String.self, at: 0), try row.decode(String?.self, at: 1), try row.decode(Bool.self, at: 2))
+                let o = try #require(outcomes.first { $0.campaign == campaign && $0.offerId == offer })
+                let n = try row.decode(Int.self, at: 3), done = try row.decode(Int.self, at: 4)
+                let decided = try row.decode(Int.self, at: 5), saved = try row.decode(Int.self, at: 6)
+                if holdout {
+                    #expect([o.holdoutEntries, o.holdoutDecided, o.holdoutSaved] as [Int] == [n, decided, saved])
+                } else {
+                    #expect([o.entries, o.delivered, o.decided, o.saved] as [Int] == [n, done, decided, saved])
+                }
+            }
+            for row in try db.query("""
+                SELECT campaign, offer_id, outcome_currency, sum(outcome_price)::bigint FROM churnwatch.winback_queue
+                WHERE NOT holdout AND outcome = 'saved' GROUP BY 1, 2, 3
+                """) {
+                let o = try #require(outcomes.first { $0.campaign == (try? row.decode(String.self, at: 0)) && $0.offerId == (try? row.decode(String?.self, at: 1)) })
+                #expect(o.revenueKept[try row.decode(String.self, at: 2)] == (try row.decode(Int64.self, at: 3)))
+            }
+            let median = try db.query("""
+                SELECT campaign, percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM outcome_at - created_at) / 86400)
+                FROM churnwatch.winback_queue WHERE NOT holdout AND outcome = 'saved' GROUP BY 1 ORDER BY 1
+                """).map { try $0.decode(Double.self, at: 1) }
+            #expect(outcomes.map(\.medianDaysToSave) == median)
+        }
+    }
 }

@@ -21,6 +21,9 @@ struct ReportBrowserTests {
         }
         let world = try await E2E.World.make(subscribers: 400, seed: 23, populationLead: 45 * E2E.day)
         defer { world.close() }
+        // An offer with a holdout, so panel 5 has outcomes and held-out entries to show.
+        let offer = try await CLIRunner.run(["offers", "set", "--campaign", "save_offer", "--offer-id", "save50", "--holdout", "0.3"], environment: world.env)
+        #expect(offer.status == 0, "\(offer.stderr)")
         var last = E2E.start
         for night in 0..<6 {
             last = E2E.start.addingTimeInterval(Double(night) * E2E.day)
@@ -72,7 +75,8 @@ struct ReportBrowserTests {
         }
         // The simulator signs renewal prices, so revenue at risk is known (checked against SQL below).
         #expect(Self.section("revenue", in: dom.stdout)?.contains("No prices known yet") == false)
-        #expect(dom.stdout.contains("No outcomes yet"))
+        #expect(!dom.stdout.contains("No outcomes yet"), "the queue has entries: panel 5 shows their outcomes")
+        try Self.expectOutcomesMatchSQL(dom.stdout, db: db, asOf: morning)
         try Self.expectTablesMatchSQL(dom.stdout, db: db, asOf: morning)
 
         for (name, width, height) in [("desktop", 1280, 2400), ("phone", 390, 2400)] {
@@ -195,5 +199,26 @@ struct ReportBrowserTests {
         let now = try db.query("SELECT count(*) FILTER (WHERE segment = 'grace_period'), count(*) FILTER (WHERE segment = 'billing_retry') FROM churnwatch.subscription_segments")[0]
         #expect(dom.contains("<b>\(try now.decode(Int.self, at: 0))</b><span>in grace period"))
         #expect(dom.contains("<b>\(try now.decode(Int.self, at: 1))</b><span>in billing retry"))
+    }
+
+    /// The outcomes table against SQL: per campaign and offer, treated and held-out entries and
+    /// acked ones; held-out entries exist for the offer's campaign only.
+    static func expectOutcomesMatchSQL(_ dom: String, db: PostgresConnection, asOf: Date) throws {
+        let outcomes = try #require(ParsedTable(id: "t-outcomes", in: dom))
+        let rows = try db.query("""
+            SELECT campaign, coalesce(offer_id, '(none)'), count(*) FILTER (WHERE NOT holdout), count(*) FILTER (WHERE NOT holdout AND status = 'done'),
+                   count(*) FILTER (WHERE holdout)
+            FROM churnwatch.winback_queue GROUP BY 1, 2
+            """)
+        #expect(outcomes.rows.count == rows.count)
+        for row in rows {
+            let (campaign, offer) = (try row.decode(String.self, at: 0), try row.decode(String.self, at: 1))
+            let shown = try #require(outcomes.rows.first { $0.key == campaign && $0.cells.first == offer }, "\(campaign) \(offer) missing")
+            let numbers = [1, 2, 4].map { ParsedTable.number(shown.cells[$0]) } // entries, delivered, holdout
+            #expect(numbers == [try row.decode(Int.self, at: 2), try row.decode(Int.self, at: 3), try row.decode(Int.self, at: 4)], "\(campaign) \(offer)")
+        }
+        let heldOut = try db.query("SELECT count(*) FROM churnwatch.winback_queue WHERE status = 'held_out' AND campaign = 'save_offer' AND offer_id = 'save50'")[0]
+        #expect(try heldOut.decode(Int.self, at: 0) > 0, "a 0.3 holdout over a week of save_offer entries holds some out")
+        #expect(try #require(ParsedTable(id: "t-winback", in: dom)).headers.contains("held_out"))
     }
 }
