@@ -1,7 +1,7 @@
 // swift-tools-version:6.0
 // churnwatch: a status-polling batch worker for App Store subscriptions, on PostgreSQL.
 //
-// Dependencies point one way (design.md §2):
+// Dependencies point one way (docs/architecture.md §2):
 //   churnwatch → Polling → (AppStoreServerAPI, ChurnStore) → (ChurnModel, Postgres)
 // ChurnStore → ChurnReport (the report's figures and page, pure) → ChurnModel.
 // ChurnModel and AppStoreModels import Foundation only. The simulator shares AppStoreModels

@@ -4,17 +4,17 @@
     check.py --churnwatch PATH --database-url URL [--nights 8] [--keep DIR] [--verbose]
 
 Starts the independent server (server.py, in this process: one port for Production, one for
-Sandbox), writes churnwatch's configuration (design.md §4 variables only), runs `churnwatch
+Sandbox), writes churnwatch's configuration (docs/architecture.md §4 variables only), runs `churnwatch
 migrate` and `churnwatch import`, then for every night sets the simulated clock and runs
 `churnwatch run --as-of T`, and compares what churnwatch wrote in PostgreSQL (read with psql,
-CSV output) with the server's ground truth and the design.md §5 contracts:
+CSV output) with the server's ground truth and the docs/contracts.md contracts:
 
-  * segment of every subscriber == design.md §5 table applied to the server's truth;
+  * segment of every subscriber == docs/contracts.md table applied to the server's truth;
   * auto_renew_disabled / auto_renew_enabled events == the observable flips the script made
     (none on the first night, none for an expiry, a refund or a billing failure); the first
     night writes no events at all;
   * live win-back entries (pending/claimed) == exactly one per subscriber whose segment has a
-    campaign (design.md §5 campaign table, within its timing window), none for others;
+    campaign (docs/contracts.md campaign table, within its timing window), none for others;
   * every run exits 0 and its churnwatch.runs row is finished with status done.
 
 Prints one line per mismatch and closes with "N passed, N failed"; exits 1 on any mismatch.
@@ -52,7 +52,7 @@ APP_APPLE_ID = 6_450_001_234
 # (stale) on top of the default windows. The default windows alone would, by design, see a
 # mid-period auto-renew flip only near the period's start or end.
 RUN_WINDOWS = ["--stale-after", "20h"]
-WINBACK_HORIZON = 60 * DAY   # design.md §5: win-back / resubscribe prompts for 60 days after expiry
+WINBACK_HORIZON = 60 * DAY   # docs/contracts.md: win-back / resubscribe prompts for 60 days after expiry
 RETRY_LIMIT = 60 * DAY       # Apple retries at most 60 days
 
 CAMPAIGN = {
@@ -236,7 +236,7 @@ def build_world() -> tuple[srv.World, Script]:
     sc.at(1, i5, "expire_with_intent", intent=5)
     i9 = sc.sub("expires-intent-9-n4", M, 3.5, periods_before=1)
     sc.at(1, i9, "expire_with_intent", intent=9)
-    # -- Apple's status lags: still 4 for a day after the grace end; design.md judges grace by its date
+    # -- Apple's status lags: still 4 for a day after the grace end; docs/churn-model.md judges grace by its date
     gl = sc.sub("grace-status-lags-n3", M, 0.5, periods_before=1)
     sc.at(0, gl, "billing_fails", hours=20, grace_days=2)
     sc.world.subs[gl].status_lag_ms = DAY
@@ -255,7 +255,7 @@ def build_world() -> tuple[srv.World, Script]:
     sc.sub("same-group-family-shared", Y, 90, ownership="FAMILY_SHARED", customer=fam_owner)
     sc.at(3, fam_owner, "auto_renew_off")
     # -- night 4's answer is forged (untrusted chain) just when auto-renew goes off: churnwatch must
-    #    keep the last verified state (design.md §5), and see the change on night 5
+    #    keep the last verified state (docs/contracts.md), and see the change on night 5
     fg = sc.sub("forged-answer-n4-off-n4", M, 22, periods_before=1)
     sc.at(4, fg, "auto_renew_off")
     sc.forged = {4: {fg}}
@@ -331,7 +331,7 @@ def build_world() -> tuple[srv.World, Script]:
 
 
 # --------------------------------------------------------------------------------------------
-# Expected values from the truth (design.md §5)
+# Expected values from the truth (docs/contracts.md)
 # --------------------------------------------------------------------------------------------
 def expected_segment(t: dict | None, now: int) -> str:
     if t is None:
@@ -360,7 +360,7 @@ def expected_campaign(t: dict | None, segment: str, now: int) -> str | None:
     if t is None or campaign is None:
         return None
     if t["ownership"] == "FAMILY_SHARED":
-        # design.md §5 doesn't say; docs/churn-model.md §5 documents the choice: the organizer's
+        # docs/contracts.md doesn't say; docs/churn-model.md §5 documents the choice: the organizer's
         # own subscription gets the campaign, family members none.
         return None
     if campaign in ("winback_offer", "resubscribe_prompt") and now - t["expiresDate"] > WINBACK_HORIZON:
@@ -464,7 +464,7 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
         w = csv.DictWriter(f, fieldnames=["original_transaction_id", "app_account_token", "customer_ref", "environment"])
         w.writeheader()
         w.writerows(r_ for r_ in script.rows if "receipt_data" not in r_)
-    # The legacy subscribers come with their stored receipts (design.md §6: the optional 5th column).
+    # The legacy subscribers come with their stored receipts (docs/contracts.md: the optional 5th column).
     legacy_path = os.path.join(workdir, "subscriptions-with-receipts.csv")
     with open(legacy_path, "w", newline="", encoding="utf-8") as f:
         w = csv.DictWriter(f, fieldnames=["original_transaction_id", "app_account_token", "customer_ref", "environment",
@@ -505,7 +505,7 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
         # What churnwatch may know: a forged or stale answer changes nothing, so the last verified truth stands.
         truth = {o: (previous_truth[o] if (o in forged or o in replayed) and previous_truth else t)
                  for o, t in truth.items()}
-        # Transient, retryable failures churnwatch must ride out (design.md §3: retryable errors back off).
+        # Transient, retryable failures churnwatch must ride out (docs/architecture.md §3: retryable errors back off).
         # GeneralInternal (5000000, "try again later") on the one subscriber that changes that night.
         trial = next(o for o, n in names.items() if n == "trial-off-expires-n7")
         faults = {2: {"status": [5000001]}, 3: {"history": [5000001]}, 4: {"status": [4040002], "history": [4040006]},

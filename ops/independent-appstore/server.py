@@ -999,7 +999,7 @@ class Environments:
         self.production.rogue = self.sandbox.rogue = self.rogue
 
     def env(self) -> dict[str, str]:
-        """churnwatch's configuration: only design.md §4 variables."""
+        """churnwatch's configuration: only docs/architecture.md §4 variables."""
         return {
             "APPSTORE_ISSUER_ID": self.issuer_id, "APPSTORE_KEY_ID": self.key_id,
             "APPSTORE_PRIVATE_KEY_PATH": self.key.path, "APPSTORE_BUNDLE_ID": self.world.bundle_id,
@@ -1008,7 +1008,7 @@ class Environments:
             "APPSTORE_BASE_URL": self.production.url.replace("127.0.0.1", "localhost") + "/", "APPSTORE_SANDBOX_BASE_URL": self.sandbox.url,
             # Both encodings of the same root, comma-separated.
             "APPSTORE_ROOT_CERTS": self.pki.root_pem_path + "," + self.pki.root_der_path,
-            # design.md §6: the app's shared secret for the legacy verifyReceipt path.
+            # docs/contracts.md: the app's shared secret for the legacy verifyReceipt path.
             "APPSTORE_SHARED_SECRET": self.world.shared_secret,
         }
 
