@@ -47,6 +47,10 @@ final class ProgressReporter: @unchecked Sendable {
         /// The run's counts at the last read, and this process's own at that moment.
         var run: RunProgress?
         var mineAtRead = (polled: 0, failed: 0)
+        /// The highest `done` shown. Items polled never become unpolled, but the estimate can
+        /// dip: a batch committed between the database's snapshot and `mineAtRead` is in neither
+        /// figure until the next read. Only `failed` may fall (429 failures go back to pending).
+        var doneShown = 0
         /// The first and the latest read of the run's finished items (for the run's own pace).
         var reads: [(at: Date, finished: Int)] = []
         var reading = false
@@ -186,6 +190,7 @@ final class ProgressReporter: @unchecked Sendable {
         }
     }
 
+    /// Called under the lock; records the `done` it shows.
     private func snapshotLocked(now: Date) -> ProgressSnapshot {
         guard let latest = state.latest else { return ProgressSnapshot(runId: 0, done: 0, failed: 0, total: 0, elapsed: 0) }
         var s = ProgressSnapshot(runId: latest.runId, done: latest.polled, failed: latest.failed, total: latest.due,
@@ -195,6 +200,8 @@ final class ProgressReporter: @unchecked Sendable {
             s.failed = min(run.total, run.failed + max(0, latest.failed - state.mineAtRead.failed))
             s.done = min(run.total - s.failed, run.done + max(0, latest.polled - state.mineAtRead.polled))
         }
+        s.done = max(s.done, state.doneShown)
+        state.doneShown = s.done
         s.total = max(s.total, s.done + s.failed)
         s.calls = latest.calls
         // This process's rates over the window (since its first batch while the window fills).

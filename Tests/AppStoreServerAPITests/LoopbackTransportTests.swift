@@ -5,6 +5,10 @@ import Testing
 /// The client over real HTTP: the NIO transport to a server on 127.0.0.1.
 @Suite("NIO transport over loopback HTTP")
 struct LoopbackTransportTests {
+    /// These exchanges are expected to succeed: a timeout this long only stops a hung test, so a
+    /// suite starving the cooperative pool on 2 cores cannot turn an answer into a timeout.
+    static let loadedMachineTimeout: TimeInterval = 60
+
     @Test func statusAndHistoryOverRealHTTP() async throws {
         let pki = try TestPKI()
         let responses = Responses(pki: pki)
@@ -20,7 +24,7 @@ struct LoopbackTransportTests {
         }
         defer { server.stop() }
 
-        let configuration = TestConfiguration.make(pki: pki, baseURL: server.baseURL, sandboxBaseURL: server.baseURL)
+        let configuration = TestConfiguration.make(pki: pki, baseURL: server.baseURL, sandboxBaseURL: server.baseURL, requestTimeout: Self.loadedMachineTimeout)
         let client = AppStoreServerAPIClient(configuration: configuration, transport: NIOHTTPTransport.shared)
 
         let outcome = await client.subscriptionStatuses(for: "2000000000000001")
@@ -50,7 +54,7 @@ struct LoopbackTransportTests {
             return .init(status: request.method == "POST" && request.target == "/verifyReceipt" ? 200 : 404, body: Data(body.utf8))
         }
         defer { server.stop() }
-        let configuration = TestConfiguration.make(pki: try TestPKI(), baseURL: server.baseURL)
+        let configuration = TestConfiguration.make(pki: try TestPKI(), baseURL: server.baseURL, requestTimeout: Self.loadedMachineTimeout)
         let client = AppStoreServerAPIClient(configuration: configuration, transport: NIOHTTPTransport.shared)
         let outcome = await client.verifyReceipt("T0xE", excludeOldTransactions: true)
         let result = try #require(outcome.value, "\(outcome)")

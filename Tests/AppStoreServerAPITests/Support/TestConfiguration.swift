@@ -10,12 +10,12 @@ enum TestConfiguration {
         pki: TestPKI, key: P256.Signing.PrivateKey = P256.Signing.PrivateKey(),
         environment: AppStoreEnvironment = .production, baseURL: URL? = URL(string: "https://prod.test"),
         sandboxBaseURL: URL? = URL(string: "https://sandbox.test"), retry: RetryPolicy = RetryPolicy(),
-        limits: AppStoreRateLimits = .apple
+        limits: AppStoreRateLimits = .apple, requestTimeout: TimeInterval = 5
     ) -> AppStoreConfiguration {
         AppStoreConfiguration(
             issuerId: issuerId, keyId: keyId, signingKey: key, bundleId: Payloads.bundleId, appAppleId: 1_234_567_890,
             environment: environment, productionBaseURL: baseURL, sandboxBaseURL: sandboxBaseURL,
-            rootCertificates: [pki.root], sharedSecret: "cafebabe", rateLimits: limits, requestTimeout: 5,
+            rootCertificates: [pki.root], sharedSecret: "cafebabe", rateLimits: limits, requestTimeout: requestTimeout,
             retryPolicy: retry)
     }
 
