@@ -9,8 +9,12 @@ import Darwin
 
 /// The request timeout bounds the whole exchange, body included: a server that answers its
 /// head at once and then dribbles the body cannot hold a call past the timeout.
+///
+/// A wall-clock test: `ops/test` runs the suites named `*WallClockTests` in a test process of
+/// their own after the others, because beside the whole suite on 2 cores the cooperative pool is
+/// starved for tens of seconds (80 s measured under load) and a timeout cannot fire on time.
 @Suite("NIO transport: the timeout covers a slow body")
-struct SlowBodyTimeoutTests {
+struct SlowBodyWallClockTests {
     @Test func aDribbledBodyTimesOutWithinTheTimeout() async throws {
         // 1200 bytes of a promised 1300, one every 100 ms: the server would hold the call 120 s.
         let dribble: TimeInterval = 120
@@ -29,10 +33,9 @@ struct SlowBodyTimeoutTests {
         print("dribbled body: \(String(describing: thrown)) after \(String(format: "%.2f", elapsed)) s against a \(timeout) s timeout")
         #expect(thrown as? HTTPTransportError == .timeout, "\(String(describing: thrown))")
         #expect(elapsed >= timeout * 0.95, "the call ended after \(elapsed) s, before its timeout")
-        // About the timeout: 2.0 to 2.5 s measured alone. With the whole suite on 2 loaded cores a
-        // resumed task can wait many seconds for a cooperative thread (23 s seen in CI), so the
-        // bound is the one that matters: the call ended long before the dribble would have.
-        #expect(elapsed < dribble / 2, "the call took \(elapsed) s against a \(timeout) s timeout")
+        // 2.0 to 2.5 s measured alone; the bound that matters is that the call ended long before
+        // the dribble would have.
+        #expect(elapsed < dribble / 4, "the call took \(elapsed) s against a \(timeout) s timeout")
         // The client hung up while the server was still sending (it notices at its next write).
         #expect(try await server.waitUntilCutOff(timeout: 10), "the server sent its whole body: the call was not cut off")
     }

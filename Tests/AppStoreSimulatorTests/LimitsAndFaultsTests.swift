@@ -45,27 +45,6 @@ import Testing
         #expect(try r.decode(ErrorPayload.self).errorCode == 5_000_001)
     }
 
-    @Test func droppedConnectionAndTimeout() async throws {
-        var drop = SimulatorOptions()
-        drop.dropRate = 1
-        let a = try await SimHarness.start(subscribers: 50, options: drop)
-        defer { Task { try? await a.stop() } }
-        let path = "/inApps/v1/subscriptions/\(a.population.originalTransactionId(a.productionSubscribers[0]))"
-        await #expect(throws: (any Error).self) { try await a.get(path, timeout: 5) }
-
-        var hang = SimulatorOptions()
-        hang.timeoutRate = 1
-        hang.timeoutHoldMs = 30_000
-        let b = try await SimHarness.start(subscribers: 50, options: hang)
-        defer { Task { try? await b.stop() } }
-        let started = Date()
-        await #expect(throws: (any Error).self) { try await b.get(path, timeout: 1) }
-        // The client gave up long before the 30 s hold ended (loose bound: loaded CI machines).
-        #expect(Date().timeIntervalSince(started) < 20)
-        let stats = try #require(try await b.get("/_sim/stats", token: "").json as? [String: Any])
-        #expect((stats["faults"] as? [String: Int])?["timeout"] == 1)
-    }
-
     @Test func latencyDelaysAnswers() async throws {
         var options = SimulatorOptions()
         options.latencyMs = 300
@@ -118,5 +97,30 @@ import Testing
         let truth = try #require(try await sim.get("/_sim/truth", token: "").json as? [String: Any])
         let subs = try #require(truth["subscriptions"] as? [[String: Any]])
         #expect(subs.first { $0["original_transaction_id"] as? String == pop.originalTransactionId(i) }?["fault"] as? String == kind.rawValue)
+    }
+}
+
+/// A wall-clock test, run by `ops/test` in a process of its own after the other suites (see
+/// `SlowBodyWallClockTests`): beside the whole suite a 1 s client timeout fired after 22 s.
+@Suite struct ConnectionFaultWallClockTests {
+    @Test func droppedConnectionAndTimeout() async throws {
+        var drop = SimulatorOptions()
+        drop.dropRate = 1
+        let a = try await SimHarness.start(subscribers: 50, options: drop)
+        defer { Task { try? await a.stop() } }
+        let path = "/inApps/v1/subscriptions/\(a.population.originalTransactionId(a.productionSubscribers[0]))"
+        await #expect(throws: (any Error).self) { try await a.get(path, timeout: 5) }
+
+        var hang = SimulatorOptions()
+        hang.timeoutRate = 1
+        hang.timeoutHoldMs = 30_000
+        let b = try await SimHarness.start(subscribers: 50, options: hang)
+        defer { Task { try? await b.stop() } }
+        let started = Date()
+        await #expect(throws: (any Error).self) { try await b.get(path, timeout: 1) }
+        // The client gave up long before the 30 s hold ended.
+        #expect(Date().timeIntervalSince(started) < 10)
+        let stats = try #require(try await b.get("/_sim/stats", token: "").json as? [String: Any])
+        #expect((stats["faults"] as? [String: Int])?["timeout"] == 1)
     }
 }
