@@ -12,6 +12,8 @@ public enum AppStoreEndpoint: String, Hashable, Sendable, CaseIterable, Codable 
     case refundHistory = "refund"
     /// Legacy `POST /verifyReceipt`.
     case verifyReceipt = "receipt"
+    /// `POST /inApps/v1/notifications/history`
+    case notificationHistory = "notifications"
 }
 
 /// What a rate limiter budgets: one endpoint in one environment.
@@ -29,8 +31,8 @@ public struct RateLimitKey: Hashable, Sendable, CustomStringConvertible {
 
 /// Requests per second allowed per endpoint and environment.
 ///
-/// Apple's published limits (per app, per endpoint, enforced hourly): 50/s for statuses, history
-/// and transaction info, 10/s for refund history; sandbox gets 10 %. No limit is published for
+/// Apple's published limits (per app, per endpoint, enforced hourly): 50/s for statuses, history,
+/// transaction info and notification history, 10/s for refund history; sandbox gets 10 %. No limit is published for
 /// verifyReceipt; churnwatch uses the status figure.
 public struct AppStoreRateLimits: Hashable, Sendable {
     public var production: [AppStoreEndpoint: Double]
@@ -43,8 +45,10 @@ public struct AppStoreRateLimits: Hashable, Sendable {
 
     /// Apple's published limits.
     public static let apple = AppStoreRateLimits(
-        production: [.subscriptionStatuses: 50, .transactionHistory: 50, .transactionInfo: 50, .refundHistory: 10, .verifyReceipt: 50],
-        sandbox: [.subscriptionStatuses: 5, .transactionHistory: 5, .transactionInfo: 5, .refundHistory: 1, .verifyReceipt: 5])
+        production: [.subscriptionStatuses: 50, .transactionHistory: 50, .transactionInfo: 50, .refundHistory: 10, .verifyReceipt: 50,
+                     .notificationHistory: 50],
+        sandbox: [.subscriptionStatuses: 5, .transactionHistory: 5, .transactionInfo: 5, .refundHistory: 1, .verifyReceipt: 5,
+                  .notificationHistory: 5])
 
     /// Requests per second for `key` (1/s when unset).
     public func perSecond(_ key: RateLimitKey) -> Double {

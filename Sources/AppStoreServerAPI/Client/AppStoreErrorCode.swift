@@ -10,6 +10,12 @@ public struct AppStoreErrorCode: RawRepresentable, Hashable, Sendable, Codable, 
     public static let invalidRequestRevision = Self(4_000_005)
     public static let invalidTransactionId = Self(4_000_006)
     public static let invalidOriginalTransactionId = Self(4_000_008)
+    public static let startDateTooFarInPast = Self(4_000_012)
+    public static let startDateAfterEndDate = Self(4_000_013)
+    public static let invalidPaginationToken = Self(4_000_014)
+    public static let paginationTokenExpired = Self(4_000_017)
+    public static let invalidNotificationSubtype = Self(4_000_018)
+    public static let multipleFiltersSupplied = Self(4_000_019)
     public static let invalidStatus = Self(4_000_031)
     public static let appTransactionIdNotSupported = Self(4_000_048)
     public static let accountNotFound = Self(4_040_001)
@@ -38,6 +44,10 @@ public struct AppStoreErrorCode: RawRepresentable, Hashable, Sendable, Codable, 
         case 4_000_008: "InvalidOriginalTransactionId"
         case 4_000_012: "StartDateTooFarInPast"
         case 4_000_013: "StartDateAfterEndDate"
+        case 4_000_014: "InvalidPaginationToken"
+        case 4_000_017: "PaginationTokenExpired"
+        case 4_000_018: "InvalidNotificationSubtype"
+        case 4_000_019: "MultipleFiltersSupplied"
         case 4_000_015: "InvalidStartDate"
         case 4_000_016: "InvalidEndDate"
         case 4_000_021: "InvalidSort"

@@ -52,6 +52,8 @@ public enum JWSVerificationFailure: Error, Hashable, Sendable, CustomStringConve
     case environmentMismatch(expected: String, actual: String?)
     /// Signed data inside a response describes another subscription than the item carrying it.
     case originalTransactionIdMismatch(expected: String?, actual: String?)
+    /// A Production notification's `appAppleId` is not the configured one (nil: none configured).
+    case appAppleIdMismatch(expected: Int64?, actual: Int64?)
 
     /// The parts of a compact JWS.
     public enum CompactPart: String, Hashable, Sendable {
@@ -63,7 +65,7 @@ public enum JWSVerificationFailure: Error, Hashable, Sendable, CustomStringConve
         switch self {
         case .wrongChainLength: "INVALID_CHAIN_LENGTH"
         case .noTrustedRoots, .malformedCertificate: "INVALID_CERTIFICATE"
-        case .bundleIdMismatch: "INVALID_APP_IDENTIFIER"
+        case .bundleIdMismatch, .appAppleIdMismatch: "INVALID_APP_IDENTIFIER"
         case .environmentMismatch: "INVALID_ENVIRONMENT"
         default: "VERIFICATION_FAILURE"
         }
@@ -93,6 +95,8 @@ public enum JWSVerificationFailure: Error, Hashable, Sendable, CustomStringConve
         case .environmentMismatch(let e, let a): "environment \(a.map { "'\($0)'" } ?? "(none)") is not the expected '\(e)'"
         case .originalTransactionIdMismatch(let e, let a):
             "signed originalTransactionId \(a ?? "(none)") does not match \(e ?? "(none)")"
+        case .appAppleIdMismatch(let e, let a):
+            "appAppleId \(a.map(String.init) ?? "(none)") is not the configured \(e.map(String.init) ?? "(none: set APPSTORE_APP_APPLE_ID)")"
         }
     }
 }
