@@ -4,7 +4,8 @@
 // Dependencies point one way (docs/architecture.md §2):
 //   churnwatch → Polling → (AppStoreServerAPI, ChurnStore) → (ChurnModel, Postgres)
 // ChurnStore → ChurnReport (the report's figures and page, pure) → ChurnModel.
-// ChurnModel and AppStoreModels import Foundation only. The simulator shares AppStoreModels
+// ChurnModel → AppStoreModels (Apple's enums and milliseconds, one vocabulary); both import
+// Foundation only otherwise. The simulator shares AppStoreModels
 // with the client and nothing else; the churnwatch binary never links the simulator.
 import PackageDescription
 
@@ -52,8 +53,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // Pure domain: snapshot, change detection, segments, win-back decisions. Foundation only.
-        .target(name: "ChurnModel"),
+        // Pure domain: snapshot, change detection, segments, win-back decisions. Foundation and
+        // Apple's vocabulary (AppStoreModels' enums and milliseconds, Foundation only) only.
+        .target(name: "ChurnModel", dependencies: ["AppStoreModels"]),
         // Apple's wire types (JSON bodies, decoded JWS payloads). Foundation only; shared with
         // the simulator.
         .target(name: "AppStoreModels"),
@@ -151,7 +153,7 @@ let package = Package(
             name: "PostgresTests",
             dependencies: ["Postgres", .product(name: "Logging", package: "swift-log")]
         ),
-        .testTarget(name: "ChurnModelTests", dependencies: ["ChurnModel"]),
+        .testTarget(name: "ChurnModelTests", dependencies: ["ChurnModel", "AppStoreModels"]),
         .testTarget(name: "ChurnReportTests", dependencies: ["ChurnReport"]),
         .testTarget(
             name: "AppStoreServerAPITests",
@@ -182,7 +184,7 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
-        .testTarget(name: "ChurnStoreTests", dependencies: ["ChurnStore", "ChurnReport", "Postgres"]),
+        .testTarget(name: "ChurnStoreTests", dependencies: ["ChurnStore", "ChurnReport", "ChurnModel", "Postgres"]),
         // The run engine's pure rules (no database, no clock).
         .testTarget(name: "PollingTests", dependencies: ["Polling"]),
         // Runs the built churnwatch binary as operators do (exit codes, output).
