@@ -11,7 +11,9 @@ import PackageDescription
 
 let package = Package(
     name: "churnwatch",
-    platforms: [.macOS(.v14)],
+    // macOS 15 for the standard library's `Mutex` (Synchronization), the one lock outside the
+    // run engine; on Linux every Swift 6 toolchain has it.
+    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "churnwatch", targets: ["churnwatch"]),
         .executable(name: "appstore-sim", targets: ["appstore-sim"]),
