@@ -4,13 +4,16 @@
 // Dependencies point one way (docs/architecture.md §2):
 //   churnwatch → Polling → (AppStoreServerAPI, ChurnStore) → (ChurnModel, Postgres)
 // ChurnStore → ChurnReport (the report's figures and page, pure) → ChurnModel.
-// ChurnModel and AppStoreModels import Foundation only. The simulator shares AppStoreModels
+// ChurnModel → AppStoreModels (Apple's enums and milliseconds, one vocabulary); both import
+// Foundation only otherwise. The simulator shares AppStoreModels
 // with the client and nothing else; the churnwatch binary never links the simulator.
 import PackageDescription
 
 let package = Package(
     name: "churnwatch",
-    platforms: [.macOS(.v14)],
+    // macOS 15 for the standard library's `Mutex` (Synchronization), the one lock outside the
+    // run engine; on Linux every Swift 6 toolchain has it.
+    platforms: [.macOS(.v15)],
     products: [
         .executable(name: "churnwatch", targets: ["churnwatch"]),
         .executable(name: "appstore-sim", targets: ["appstore-sim"]),
@@ -52,8 +55,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // Pure domain: snapshot, change detection, segments, win-back decisions. Foundation only.
-        .target(name: "ChurnModel"),
+        // Pure domain: snapshot, change detection, segments, win-back decisions. Foundation and
+        // Apple's vocabulary (AppStoreModels' enums and milliseconds, Foundation only) only.
+        .target(name: "ChurnModel", dependencies: ["AppStoreModels"]),
         // Apple's wire types (JSON bodies, decoded JWS payloads). Foundation only; shared with
         // the simulator.
         .target(name: "AppStoreModels"),
@@ -121,7 +125,6 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
         ),
         .executableTarget(
@@ -151,7 +154,7 @@ let package = Package(
             name: "PostgresTests",
             dependencies: ["Postgres", .product(name: "Logging", package: "swift-log")]
         ),
-        .testTarget(name: "ChurnModelTests", dependencies: ["ChurnModel"]),
+        .testTarget(name: "ChurnModelTests", dependencies: ["ChurnModel", "AppStoreModels"]),
         .testTarget(name: "ChurnReportTests", dependencies: ["ChurnReport"]),
         .testTarget(
             name: "AppStoreServerAPITests",
@@ -182,7 +185,7 @@ let package = Package(
                 .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
-        .testTarget(name: "ChurnStoreTests", dependencies: ["ChurnStore", "ChurnReport", "Postgres"]),
+        .testTarget(name: "ChurnStoreTests", dependencies: ["ChurnStore", "ChurnReport", "ChurnModel", "Postgres"]),
         // The run engine's pure rules (no database, no clock).
         .testTarget(name: "PollingTests", dependencies: ["Polling"]),
         // Runs the built churnwatch binary as operators do (exit codes, output).

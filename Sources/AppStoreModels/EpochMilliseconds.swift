@@ -14,9 +14,15 @@ public struct EpochMilliseconds: RawRepresentable, Codable, Hashable, Comparable
     public init(rawValue: Int64) { self.rawValue = rawValue }
     public init(_ milliseconds: Int64) { self.rawValue = milliseconds }
     public init(integerLiteral value: Int64) { self.rawValue = value }
-    /// The date truncated to whole milliseconds.
+    /// The date rounded to the nearest whole millisecond.
+    ///
+    /// To the nearest, not down: a `Date` made from Apple's milliseconds holds them as a binary
+    /// fraction of a second (counted from 2001), so multiplying back can land a hair below the
+    /// integer (1096484645751 ms, in 2004, comes back as 1096484645750.9999); truncating would
+    /// then move Apple's moment one millisecond earlier, and rounding gives it back exactly. For
+    /// a moment read from a clock, either is within the millisecond Apple itself resolves.
     public init(_ date: Date) {
-        self.rawValue = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        self.rawValue = Int64((date.timeIntervalSince1970 * 1000).rounded())
     }
 
     /// Milliseconds since 1970 (UTC); the same as ``rawValue``.

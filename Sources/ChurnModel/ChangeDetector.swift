@@ -1,3 +1,4 @@
+import AppStoreModels
 import Foundation
 
 /// Turns the difference between the stored snapshot and a new one into churn events
@@ -262,8 +263,8 @@ private struct Diff {
         details["new_price_increase_status"] = c.rawPriceIncreaseStatus.map(String.init)
         details["renewal_price"] = c.renewalPrice.map(String.init)
         details["currency"] = c.renewalCurrency
-        let pending = PriceIncreaseStatus.pending.rawValue
-        let accepted = PriceIncreaseStatus.accepted.rawValue
+        let pending = PriceIncreaseStatus.customerHasNotResponded.rawInt
+        let accepted = PriceIncreaseStatus.customerConsentedOrWasNotifiedWithoutClaimingConsent.rawInt
         if c.rawPriceIncreaseStatus == pending, p.rawPriceIncreaseStatus != pending {
             emit(.priceIncreasePending, at: nil, basis: "detected", details)
         } else if c.rawPriceIncreaseStatus == accepted, p.rawPriceIncreaseStatus != accepted {

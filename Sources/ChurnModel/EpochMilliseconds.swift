@@ -1,16 +1,11 @@
+import AppStoreModels
 import Foundation
 
-/// Dates cross the wire as Apple sends them: Int64 milliseconds since 1970-01-01T00:00:00Z.
-/// Encoding them ourselves keeps stored JSON independent of the encoder's date strategy.
-enum EpochMilliseconds {
-    static func milliseconds(_ date: Date) -> Int64 {
-        Int64((date.timeIntervalSince1970 * 1000).rounded())
-    }
+// Dates cross the wire as Apple sends them: Int64 milliseconds since 1970-01-01T00:00:00Z, in
+// AppStoreModels' `EpochMilliseconds` (one type, one rounding). Encoding them ourselves keeps
+// stored JSON independent of the encoder's date strategy.
 
-    static func date(_ milliseconds: Int64) -> Date {
-        Date(timeIntervalSince1970: Double(milliseconds) / 1000)
-    }
-
+extension EpochMilliseconds {
     /// ISO 8601 in UTC with milliseconds, for event details read by people and SQL.
     static func text(_ date: Date) -> String {
         date.formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
@@ -19,12 +14,12 @@ enum EpochMilliseconds {
 
 extension KeyedEncodingContainer {
     mutating func encodeMilliseconds(_ date: Date?, forKey key: Key) throws {
-        try encodeIfPresent(date.map(EpochMilliseconds.milliseconds), forKey: key)
+        try encodeIfPresent(date.map { EpochMilliseconds($0) }, forKey: key)
     }
 }
 
 extension KeyedDecodingContainer {
     func decodeMilliseconds(forKey key: Key) throws -> Date? {
-        try decodeIfPresent(Int64.self, forKey: key).map(EpochMilliseconds.date)
+        try decodeIfPresent(EpochMilliseconds.self, forKey: key)?.date
     }
 }

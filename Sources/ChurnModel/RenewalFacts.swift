@@ -1,3 +1,4 @@
+import AppStoreModels
 import Foundation
 
 /// Decoded renewal info: Apple's `JWSRenewalInfoDecodedPayload`, or one element of a legacy
@@ -155,8 +156,8 @@ extension RenewalFacts {
         return RenewalFacts(
             originalTransactionId: transaction.originalTransactionId,
             autoRenewProductId: previous.autoRenewProductId ?? transaction.productId,
-            productId: transaction.productId, autoRenewStatus: AutoRenewStatus.off.rawValue,
-            isInBillingRetryPeriod: false, expirationIntent: ExpirationIntent.customerCancelled.rawValue,
+            productId: transaction.productId, autoRenewStatus: AutoRenewStatus.off.rawInt,
+            isInBillingRetryPeriod: false, expirationIntent: ExpirationIntent.customerCancelled.rawInt,
             environment: transaction.environment)
     }
 }

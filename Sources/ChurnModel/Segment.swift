@@ -32,6 +32,14 @@ public enum Segment: String, Sendable, Codable, CaseIterable {
     case unknown
 }
 
+extension Segment {
+    /// The segments whose next renewal is in doubt: their next renewal's price is *revenue at
+    /// risk* (docs/contracts.md), in `churnwatch report` and `churnwatch segments --revenue`
+    /// alike. Churned and refunded subscriptions have no next renewal to lose; a pending plan
+    /// change renews (into another product). In the contract's order.
+    public static let revenueAtRisk: [Segment] = [.gracePeriod, .billingRetry, .willNotRenew, .priceIncreasePending]
+}
+
 /// A segment and the time it was first seen, kept while the segment doesn't change
 /// (`segment_since`).
 public struct SegmentState: Sendable, Equatable, Hashable, Codable {

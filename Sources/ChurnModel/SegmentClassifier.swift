@@ -1,3 +1,4 @@
+import AppStoreModels
 import Foundation
 
 /// Classifies a snapshot into its segment: the table of docs/contracts.md, first match wins.
@@ -21,8 +22,8 @@ public enum SegmentClassifier {
             switch s.expirationIntent {
             case .customerCancelled: return .churnedVoluntary
             case .billingError: return .churnedBilling
-            case .priceIncreaseNotConsented: return .churnedPriceIncrease
-            case .productNotForSale: return .churnedProductUnavailable
+            case .customerDidNotConsentToPriceIncrease: return .churnedPriceIncrease
+            case .productNotAvailable: return .churnedProductUnavailable
             case .other, nil: return .churnedOther
             }
         case .gracePeriod:
@@ -32,7 +33,7 @@ public enum SegmentClassifier {
             return .billingRetry
         case .active:
             if s.autoRenewStatus == .off { return .willNotRenew }
-            if s.priceIncreaseStatus == .pending { return .priceIncreasePending }
+            if s.priceIncreaseStatus == .customerHasNotResponded { return .priceIncreasePending }
             if s.pendingProductId != nil { return .planChangePending }
             return .active
         }

@@ -1,3 +1,4 @@
+import AppStoreModels
 import Foundation
 
 /// jsonb form: snake_case keys that never change meaning, dates as Int64 milliseconds since

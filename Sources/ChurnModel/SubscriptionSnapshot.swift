@@ -1,3 +1,4 @@
+import AppStoreModels
 import Foundation
 
 /// The normalized state of one subscription (one `originalTransactionId`) as verified at one
@@ -97,7 +98,7 @@ public struct SubscriptionSnapshot: Sendable, Equatable, Hashable {
     public var rawTransactionReason: String?
     /// Raw `inAppOwnershipType` (`InAppOwnershipType`).
     public var rawOwnershipType: String?
-    /// Raw `environment` (`AppleEnvironment`), from the transaction, else the renewal info.
+    /// Raw `environment` (`AppStoreEnvironment`), from the transaction, else the renewal info.
     public var rawEnvironment: String?
     /// Price of the current period in milliunits.
     public var price: Int64?
@@ -128,9 +129,9 @@ public struct SubscriptionSnapshot: Sendable, Equatable, Hashable {
         asOf: Date
     ) {
         let rawStatus = status
-            ?? Self.derivedStatus(transaction: transaction, renewal: renewal, asOf: asOf)?.rawValue
+            ?? Self.derivedStatus(transaction: transaction, renewal: renewal, asOf: asOf)?.rawInt
         self.rawStatus = rawStatus
-        if let known = rawStatus.flatMap({ AppleSubscriptionStatus(rawValue: $0) }) {
+        if let known = rawStatus.flatMap({ SubscriptionStatus(rawInt: $0) }) {
             state = SubscriptionState(known)
         } else {
             state = .unknown
@@ -188,7 +189,7 @@ public struct SubscriptionSnapshot: Sendable, Equatable, Hashable {
         transaction: TransactionFacts,
         renewal: RenewalFacts?,
         asOf: Date
-    ) -> AppleSubscriptionStatus? {
+    ) -> SubscriptionStatus? {
         if transaction.revocationDate != nil { return .revoked }
         guard let expiresDate = transaction.expiresDate else { return nil }
         if expiresDate > asOf { return .active }
@@ -239,25 +240,25 @@ public struct SubscriptionSnapshot: Sendable, Equatable, Hashable {
 
 extension SubscriptionSnapshot {
     /// Apple's status, if known.
-    public var status: AppleSubscriptionStatus? { rawStatus.flatMap(AppleSubscriptionStatus.init(rawValue:)) }
-    public var autoRenewStatus: AutoRenewStatus? { rawAutoRenewStatus.flatMap(AutoRenewStatus.init(rawValue:)) }
+    public var status: SubscriptionStatus? { rawStatus.flatMap(SubscriptionStatus.init(rawInt:)) }
+    public var autoRenewStatus: AutoRenewStatus? { rawAutoRenewStatus.flatMap(AutoRenewStatus.init(rawInt:)) }
     /// True when auto-renew is on, false when off, nil when unknown or absent.
     public var autoRenew: Bool? { autoRenewStatus.map { $0 == .on } }
-    public var expirationIntent: ExpirationIntent? { rawExpirationIntent.flatMap(ExpirationIntent.init(rawValue:)) }
+    public var expirationIntent: ExpirationIntent? { rawExpirationIntent.flatMap(ExpirationIntent.init(rawInt:)) }
     public var priceIncreaseStatus: PriceIncreaseStatus? {
-        rawPriceIncreaseStatus.flatMap(PriceIncreaseStatus.init(rawValue:))
+        rawPriceIncreaseStatus.flatMap(PriceIncreaseStatus.init(rawInt:))
     }
-    public var renewalOfferType: OfferType? { rawRenewalOfferType.flatMap(OfferType.init(rawValue:)) }
+    public var renewalOfferType: OfferType? { rawRenewalOfferType.flatMap(OfferType.init(rawInt:)) }
     public var renewalOfferDiscountType: OfferDiscountType? {
         rawRenewalOfferDiscountType.flatMap(OfferDiscountType.init(rawValue:))
     }
-    public var revocationReason: RevocationReason? { rawRevocationReason.flatMap(RevocationReason.init(rawValue:)) }
+    public var revocationReason: RevocationReason? { rawRevocationReason.flatMap(RevocationReason.init(rawInt:)) }
     public var revocationType: RevocationType? { rawRevocationType.flatMap(RevocationType.init(rawValue:)) }
-    public var offerType: OfferType? { rawOfferType.flatMap(OfferType.init(rawValue:)) }
+    public var offerType: OfferType? { rawOfferType.flatMap(OfferType.init(rawInt:)) }
     public var offerDiscountType: OfferDiscountType? { rawOfferDiscountType.flatMap(OfferDiscountType.init(rawValue:)) }
     public var transactionReason: TransactionReason? { rawTransactionReason.flatMap(TransactionReason.init(rawValue:)) }
     public var ownershipType: InAppOwnershipType? { rawOwnershipType.flatMap(InAppOwnershipType.init(rawValue:)) }
-    public var environment: AppleEnvironment? { rawEnvironment.flatMap(AppleEnvironment.init(rawValue:)) }
+    public var environment: AppStoreEnvironment? { rawEnvironment.flatMap(AppStoreEnvironment.init(rawValue:)) }
     public var productType: ProductType? { rawType.flatMap(ProductType.init(rawValue:)) }
 
     /// True for a family member's access (the organizer pays and decides).
@@ -284,18 +285,18 @@ extension SubscriptionSnapshot {
             if let raw, typed(raw) == nil { unknown.append(UnknownValue(field: field, raw: "\(raw)")) }
         }
         if rawStatus == nil { unknown.append(UnknownValue(field: "status", raw: "missing")) }
-        check("status", rawStatus, AppleSubscriptionStatus.init(rawValue:))
-        check("autoRenewStatus", rawAutoRenewStatus, AutoRenewStatus.init(rawValue:))
-        check("expirationIntent", rawExpirationIntent, ExpirationIntent.init(rawValue:))
-        check("priceIncreaseStatus", rawPriceIncreaseStatus, PriceIncreaseStatus.init(rawValue:))
-        check("offerType", rawOfferType, OfferType.init(rawValue:))
+        check("status", rawStatus, SubscriptionStatus.init(rawInt:))
+        check("autoRenewStatus", rawAutoRenewStatus, AutoRenewStatus.init(rawInt:))
+        check("expirationIntent", rawExpirationIntent, ExpirationIntent.init(rawInt:))
+        check("priceIncreaseStatus", rawPriceIncreaseStatus, PriceIncreaseStatus.init(rawInt:))
+        check("offerType", rawOfferType, OfferType.init(rawInt:))
         check("offerDiscountType", rawOfferDiscountType, OfferDiscountType.init(rawValue:))
-        check("renewalInfo.offerType", rawRenewalOfferType, OfferType.init(rawValue:))
+        check("renewalInfo.offerType", rawRenewalOfferType, OfferType.init(rawInt:))
         check("renewalInfo.offerDiscountType", rawRenewalOfferDiscountType, OfferDiscountType.init(rawValue:))
-        check("revocationReason", rawRevocationReason, RevocationReason.init(rawValue:))
+        check("revocationReason", rawRevocationReason, RevocationReason.init(rawInt:))
         check("revocationType", rawRevocationType, RevocationType.init(rawValue:))
         check("inAppOwnershipType", rawOwnershipType, InAppOwnershipType.init(rawValue:))
-        check("environment", rawEnvironment, AppleEnvironment.init(rawValue:))
+        check("environment", rawEnvironment, AppStoreEnvironment.init(rawValue:))
         check("transactionReason", rawTransactionReason, TransactionReason.init(rawValue:))
         check("type", rawType, ProductType.init(rawValue:))
         return unknown

@@ -1,3 +1,4 @@
+import AppStoreModels
 import Foundation
 
 /// The normalized state of a subscription, after Apple's status (1–5).
@@ -13,7 +14,7 @@ public enum SubscriptionState: String, Sendable, Codable, CaseIterable {
     /// derived. Flagged in `SubscriptionSnapshot.unknownValues`; no events, segment `unknown`.
     case unknown
 
-    public init(_ status: AppleSubscriptionStatus) {
+    public init(_ status: SubscriptionStatus) {
         switch status {
         case .active: self = .active
         case .expired: self = .expired
@@ -24,7 +25,7 @@ public enum SubscriptionState: String, Sendable, Codable, CaseIterable {
     }
 
     /// Apple's raw status for this state; nil for `unknown`.
-    public var appleStatus: AppleSubscriptionStatus? {
+    public var appleStatus: SubscriptionStatus? {
         switch self {
         case .active: .active
         case .expired: .expired

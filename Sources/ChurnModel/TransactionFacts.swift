@@ -40,7 +40,7 @@ public struct TransactionFacts: Sendable, Equatable, Hashable, Codable {
     public var offerIdentifier: String?
     /// Raw `offerDiscountType` (`OfferDiscountType`).
     public var offerDiscountType: String?
-    /// Raw `environment` (`AppleEnvironment`).
+    /// Raw `environment` (`AppStoreEnvironment`).
     public var environment: String?
     /// Raw `transactionReason` (`TransactionReason`); nil on the legacy path.
     public var transactionReason: String?

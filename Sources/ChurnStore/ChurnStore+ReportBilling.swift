@@ -1,10 +1,11 @@
+import ChurnModel
 import ChurnReport
 import Foundation
 import Postgres
 
 extension ChurnStore {
     /// Segments whose next renewal is in doubt: their renewal price is revenue at risk.
-    static let revenueAtRiskSegments = ["will_not_renew", "price_increase_pending", "grace_period", "billing_retry"]
+    static let revenueAtRiskSegments = Segment.revenueAtRisk.map(\.rawValue)
 
     /// Billing trouble now, and the recovery curve. An episode is one stretch of billing trouble
     /// of one subscription: its first failure is the earliest `billing_retry_started` or

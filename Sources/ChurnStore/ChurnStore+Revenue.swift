@@ -21,13 +21,14 @@ public struct SegmentRevenue: Sendable, Equatable {
 }
 
 extension ChurnStore {
-    /// Revenue at risk per segment and currency, every segment but `active` and `unknown`, in
-    /// the contract's segment order, then by currency (none last).
+    /// Revenue at risk per segment and currency, for the segments whose next renewal is in doubt
+    /// (`Segment.revenueAtRisk`, the same as the report's), in the contract's segment order,
+    /// then by currency (none last).
     public func segmentRevenueAtRisk() async throws -> [SegmentRevenue] {
         let rows = try await pool.withConnection { db in
             try db.query("""
                 SELECT segment, renewal_currency AS currency, count(*) AS n, coalesce(sum(renewal_price), 0)::bigint AS price
-                FROM churnwatch.subscription_segments WHERE segment NOT IN ('active', 'unknown')
+                FROM churnwatch.subscription_segments WHERE segment = ANY(\(Self.revenueAtRiskSegments))
                 GROUP BY 1, 2
                 """).map { row in
                 SegmentRevenue(segment: try row.decode(String.self, "segment"), currency: try row.decode(String?.self, "currency"),

@@ -1,6 +1,7 @@
 import ChurnModel
 import Foundation
 import Postgres
+import Synchronization
 
 /// A row of `churnwatch.runs`.
 public struct RunRecord: Sendable, Equatable {
@@ -378,19 +379,18 @@ extension ChurnStore {
 }
 
 /// Where this process last claimed in each run: (priority, original_transaction_id).
-final class ClaimCursors: @unchecked Sendable {
-    struct Position { var priority: Int16; var id: String }
-    private let lock = NSLock()
-    private var positions: [Int64: Position] = [:]
+final class ClaimCursors: Sendable {
+    struct Position: Sendable { var priority: Int16; var id: String }
+    private let positions = Mutex<[Int64: Position]>([:])
 
-    func get(_ run: Int64) -> Position? { lock.withLock { positions[run] } }
+    func get(_ run: Int64) -> Position? { positions.withLock { $0[run] } }
 
     func advance(_ run: Int64, priority: Int16, id: String) {
-        lock.withLock {
+        positions.withLock { positions in
             if let p = positions[run], (p.priority, p.id) >= (priority, id) { return }
             positions[run] = Position(priority: priority, id: id)
         }
     }
 
-    func reset(_ run: Int64) { lock.withLock { positions[run] = nil } }
+    func reset(_ run: Int64) { positions.withLock { $0[run] = nil } }
 }

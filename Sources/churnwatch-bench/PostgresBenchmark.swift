@@ -6,6 +6,15 @@ struct PostgresBenchmark {
     var rows: Int
     var batch = 500
 
+    /// The figures' moment base: row i expires `i` seconds after it.
+    static let base = Date(timeIntervalSince1970: 1_795_000_000)
+
+    /// The upsert statement's tail, the same in all three ways.
+    static let onConflict: PostgresQuery = """
+        ON CONFLICT (id) DO UPDATE SET state = excluded.state, expires_at = excluded.expires_at,
+            auto_renew = excluded.auto_renew, n = excluded.n, updated_at = excluded.updated_at
+        """
+
     func run() throws {
         guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
             throw BenchError("DATABASE_URL is not set")
@@ -18,73 +27,15 @@ struct PostgresBenchmark {
                 auto_renew boolean, n bigint, updated_at timestamptz)
             """)
         defer { try? db.runScript("DROP TABLE IF EXISTS bench_rows") }
-        let base = Date(timeIntervalSince1970: 1_795_000_000)
-        let tokens = (0..<rows).map { _ in UUID() }
 
-        // COPY (the import path).
-        var t0 = Date()
-        let copied = try db.copyFrom("COPY bench_rows (id, token, ref, state, expires_at, auto_renew, n, updated_at) FROM STDIN") { w in
-            for i in 0..<rows {
-                try w.row([String(100_000_000 + i), tokens[i], "cust\t\(i)\\x", "active", base.addingTimeInterval(Double(i)), i % 3 == 0, Int64(i), base])
-            }
-        }
-        let copySeconds = Date().timeIntervalSince(t0)
-        guard copied == rows else { throw BenchError("copied \(copied) of \(rows)") }
+        let tokens = (0..<rows).map { _ in UUID() }
+        let copySeconds = try timed { try copy(db, tokens: tokens) }
         print("copy_rows_per_s=\(Int(Double(rows) / copySeconds))")
 
         // Upserts that update every row (the batch writer's shape), three ways.
-        func updatedValues(_ i: Int, _ round: Int) -> (String, String, Date, Bool, Int64) {
-            (String(100_000_000 + i), round % 2 == 0 ? "expired" : "active", base.addingTimeInterval(Double(i + round)), i % 2 == 0, Int64(i * round))
-        }
-
-        // (a) one multi-row INSERT ... VALUES ... ON CONFLICT per batch.
-        t0 = Date()
-        for start in stride(from: 0, to: rows, by: batch) {
-            let values: [PostgresQuery] = (start..<min(start + batch, rows)).map { i in
-                let v = updatedValues(i, 1)
-                return "(\(v.0), \(v.1), \(v.2), \(v.3), \(v.4), now())"
-            }
-            try db.transaction { tx in
-                try tx.execute("""
-                    INSERT INTO bench_rows (id, state, expires_at, auto_renew, n, updated_at)
-                    VALUES \(PostgresQuery.joined(values, separator: ", "))
-                    ON CONFLICT (id) DO UPDATE SET state = excluded.state, expires_at = excluded.expires_at,
-                        auto_renew = excluded.auto_renew, n = excluded.n, updated_at = excluded.updated_at
-                    """)
-            }
-        }
-        let multiRow = Double(rows) / Date().timeIntervalSince(t0)
-
-        // (b) unnest() of one array per column: one statement, five parameters, per batch.
-        t0 = Date()
-        for start in stride(from: 0, to: rows, by: batch) {
-            let vs = (start..<min(start + batch, rows)).map { updatedValues($0, 2) }
-            try db.execute("""
-                INSERT INTO bench_rows (id, state, expires_at, auto_renew, n, updated_at)
-                SELECT id, state, expires_at, auto_renew, n, now()
-                FROM unnest(\(vs.map(\.0))::text[], \(vs.map(\.1))::text[], \(vs.map(\.2)), \(vs.map(\.3)), \(vs.map(\.4)))
-                     AS u(id, state, expires_at, auto_renew, n)
-                ON CONFLICT (id) DO UPDATE SET state = excluded.state, expires_at = excluded.expires_at,
-                    auto_renew = excluded.auto_renew, n = excluded.n, updated_at = excluded.updated_at
-                """)
-        }
-        let unnest = Double(rows) / Date().timeIntervalSince(t0)
-
-        // (c) pipeline mode: one single-row upsert per row, one round trip per batch.
-        t0 = Date()
-        for start in stride(from: 0, to: rows, by: batch) {
-            let statements: [PostgresQuery] = (start..<min(start + batch, rows)).map { i in
-                let v = updatedValues(i, 3)
-                return """
-                    INSERT INTO bench_rows (id, state, expires_at, auto_renew, n, updated_at)
-                    VALUES (\(v.0), \(v.1), \(v.2), \(v.3), \(v.4), now())
-                    ON CONFLICT (id) DO UPDATE SET state = excluded.state, expires_at = excluded.expires_at,
-                        auto_renew = excluded.auto_renew, n = excluded.n, updated_at = excluded.updated_at
-                    """
-            }
-            try db.pipeline(statements)
-        }
-        let pipeline = Double(rows) / Date().timeIntervalSince(t0)
+        let multiRow = Double(rows) / (try timed { try upsertMultiRow(db, round: 1) })
+        let unnest = Double(rows) / (try timed { try upsertUnnest(db, round: 2) })
+        let pipeline = Double(rows) / (try timed { try upsertPipeline(db, round: 3) })
 
         // Every row must carry the last round's values, or the figures mean nothing.
         let updated = try db.query("SELECT count(*) FROM bench_rows WHERE n = (id::bigint - 100000000) * 3")[0].decode(Int.self, at: 0)
@@ -95,6 +46,75 @@ struct PostgresBenchmark {
         print("upsert_pipeline_rows_per_s=\(Int(pipeline))")
         print("pg_bench_rows=\(rows)")
         print("pg_bench_batch=\(batch)")
+    }
+
+    /// Seconds `body` takes.
+    private func timed(_ body: () throws -> Void) rethrows -> Double {
+        let t0 = Date()
+        try body()
+        return Date().timeIntervalSince(t0)
+    }
+
+    /// COPY (the import path) of every row.
+    private func copy(_ db: PostgresConnection, tokens: [UUID]) throws {
+        let base = Self.base
+        let copied = try db.copyFrom("COPY bench_rows (id, token, ref, state, expires_at, auto_renew, n, updated_at) FROM STDIN") { w in
+            for i in 0..<rows {
+                try w.row([String(100_000_000 + i), tokens[i], "cust\t\(i)\\x", "active", base.addingTimeInterval(Double(i)), i % 3 == 0, Int64(i), base])
+            }
+        }
+        guard copied == rows else { throw BenchError("copied \(copied) of \(rows)") }
+    }
+
+    /// Row i's values in upsert round `round`.
+    private func updatedValues(_ i: Int, _ round: Int) -> (String, String, Date, Bool, Int64) {
+        (String(100_000_000 + i), round % 2 == 0 ? "expired" : "active", Self.base.addingTimeInterval(Double(i + round)), i % 2 == 0, Int64(i * round))
+    }
+
+    /// (a) one multi-row INSERT ... VALUES ... ON CONFLICT per batch.
+    private func upsertMultiRow(_ db: PostgresConnection, round: Int) throws {
+        for start in stride(from: 0, to: rows, by: batch) {
+            let values: [PostgresQuery] = (start..<min(start + batch, rows)).map { i in
+                let v = updatedValues(i, round)
+                return "(\(v.0), \(v.1), \(v.2), \(v.3), \(v.4), now())"
+            }
+            try db.transaction { tx in
+                try tx.execute("""
+                    INSERT INTO bench_rows (id, state, expires_at, auto_renew, n, updated_at)
+                    VALUES \(PostgresQuery.joined(values, separator: ", "))
+                    \(Self.onConflict)
+                    """)
+            }
+        }
+    }
+
+    /// (b) unnest() of one array per column: one statement, five parameters, per batch.
+    private func upsertUnnest(_ db: PostgresConnection, round: Int) throws {
+        for start in stride(from: 0, to: rows, by: batch) {
+            let vs = (start..<min(start + batch, rows)).map { updatedValues($0, round) }
+            try db.execute("""
+                INSERT INTO bench_rows (id, state, expires_at, auto_renew, n, updated_at)
+                SELECT id, state, expires_at, auto_renew, n, now()
+                FROM unnest(\(vs.map(\.0))::text[], \(vs.map(\.1))::text[], \(vs.map(\.2)), \(vs.map(\.3)), \(vs.map(\.4)))
+                     AS u(id, state, expires_at, auto_renew, n)
+                \(Self.onConflict)
+                """)
+        }
+    }
+
+    /// (c) pipeline mode: one single-row upsert per row, one round trip per batch.
+    private func upsertPipeline(_ db: PostgresConnection, round: Int) throws {
+        for start in stride(from: 0, to: rows, by: batch) {
+            let statements: [PostgresQuery] = (start..<min(start + batch, rows)).map { i in
+                let v = updatedValues(i, round)
+                return """
+                    INSERT INTO bench_rows (id, state, expires_at, auto_renew, n, updated_at)
+                    VALUES (\(v.0), \(v.1), \(v.2), \(v.3), \(v.4), now())
+                    \(Self.onConflict)
+                    """
+            }
+            try db.pipeline(statements)
+        }
     }
 }
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import Postgres
+import Synchronization
 
 /// Options every command takes. Flags override environment variables.
 struct GlobalOptions: ParsableArguments {
@@ -50,14 +51,17 @@ enum LogFormat: String, ExpressibleByArgument, CaseIterable, Sendable {
 extension Logger.Level: @retroactive ExpressibleByArgument {}
 
 enum LoggingBootstrap {
-    private static let lock = NSLock()
-    nonisolated(unsafe) private static var done = false
+    private static let done = Mutex(false)
 
     static func once(format: LogFormat, level: Logger.Level) {
-        lock.lock()
-        defer { lock.unlock() }
-        guard !done else { return }
-        done = true
+        done.withLock { done in
+            guard !done else { return }
+            done = true
+            bootstrap(format: format, level: level)
+        }
+    }
+
+    private static func bootstrap(format: LogFormat, level: Logger.Level) {
         LoggingSystem.bootstrap { label in
             var handler: any LogHandler
             switch format {

@@ -2,6 +2,7 @@ import ChurnStore
 import Foundation
 import Logging
 import Polling
+import Synchronization
 
 /// Shows how a run is going. On a terminal: one line on stderr, redrawn in place (`\r`), with
 /// items finished of total, failures, Apple calls per second by endpoint and an ETA. Otherwise
@@ -12,7 +13,7 @@ import Polling
 /// Counts are the run's (every worker's, resumed work included): read from the database when
 /// the first batch lands and every 10 s, and moved on by this process's own batches between
 /// reads. Rates are this process's, over the last 30 s.
-final class ProgressReporter: @unchecked Sendable {
+final class ProgressReporter: Sendable {
     enum Mode: Sendable, Equatable {
         /// A live line redrawn in place (stderr is a terminal).
         case terminal
@@ -25,9 +26,8 @@ final class ProgressReporter: @unchecked Sendable {
     private let store: ChurnStore
     private let logger: Logger
     private let started = Date()
-    private let lock = NSLock()
-    private var state = State()
-    private var ticker: Task<Void, Never>?
+    private let state = Mutex(State())
+    private let ticker = Mutex<Task<Void, Never>?>(nil)
 
     /// How often the run's counts are read from the database.
     static let refreshInterval: TimeInterval = 10
@@ -67,24 +67,25 @@ final class ProgressReporter: @unchecked Sendable {
     }
 
     /// The run this process works, once a batch has landed.
-    var runId: Int64? { lock.withLock { state.latest?.runId } }
+    var runId: Int64? { state.withLock { $0.latest?.runId } }
 
     /// Starts the clock that redraws the line (every second) or logs (every `interval`).
     func start() {
         let period = mode == .terminal ? 1.0 : max(0.1, interval)
-        ticker = Task { [weak self] in
+        let task = Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(nanoseconds: UInt64(period * 1_000_000_000))
                 guard let self, !Task.isCancelled else { return }
                 await self.tick()
             }
         }
+        ticker.withLock { $0 = task }
     }
 
     /// The engine's callback after every committed batch.
     func record(_ report: RunProgressReport) {
         let now = Date()
-        let readNow: Bool = lock.withLock {
+        let readNow: Bool = state.withLock { state in
             guard !state.finished else { return false }
             state.latest = report
             if state.firstBatchAt == nil { state.firstBatchAt = now }
@@ -95,7 +96,7 @@ final class ProgressReporter: @unchecked Sendable {
             if readNow { state.reading = true }
             if mode == .terminal, now.timeIntervalSince(state.lastDraw ?? .distantPast) >= 0.2 {
                 state.lastDraw = now
-                showLocked(snapshotLocked(now: now))
+                show(snapshot(&state, now: now))
             }
             return readNow
         }
@@ -105,19 +106,19 @@ final class ProgressReporter: @unchecked Sendable {
     /// Stops the clock; on a terminal, leaves the last line in place and moves to the next.
     /// Nothing is drawn or logged as progress after it.
     func finish() {
-        ticker?.cancel()
-        lock.withLock {
+        ticker.withLock { $0?.cancel() }
+        state.withLock { state in
             guard !state.finished else { return }
             state.finished = true
             guard mode == .terminal, state.latest != nil else { return }
-            showLocked(snapshotLocked(now: Date()))
+            show(snapshot(&state, now: Date()))
             FileHandle.standardError.write(Data("\n".utf8))
         }
     }
 
     /// The closing log line: how the run ended, with durations, counts and average rates.
     func summary(outcome: String, exitCode: Int32, stats: WorkerStats, now: Date = Date()) {
-        let (first, last, runId) = lock.withLock { (state.firstBatchAt, state.lastBatchAt, state.latest?.runId) }
+        let (first, last, runId) = state.withLock { ($0.firstBatchAt, $0.lastBatchAt, $0.latest?.runId) }
         let duration = now.timeIntervalSince(started)
         var metadata: Logger.Metadata = [
             "outcome": "\(outcome)",
@@ -144,7 +145,7 @@ final class ProgressReporter: @unchecked Sendable {
 
     private func tick() async {
         let now = Date()
-        let (runId, due): (Int64?, Bool) = lock.withLock {
+        let (runId, due): (Int64?, Bool) = state.withLock { state in
             guard let latest = state.latest, !state.finished else { return (nil, false) }
             let last = state.reads.last?.at ?? .distantPast
             let due = !state.reading && now.timeIntervalSince(last) >= Self.refreshInterval
@@ -153,15 +154,15 @@ final class ProgressReporter: @unchecked Sendable {
         }
         if let runId, due { await readRun(runId) }
         // Drawn and logged under the lock, so nothing comes after `finish()`.
-        lock.withLock {
+        state.withLock { state in
             guard state.latest != nil, !state.finished else { return }
-            let snapshot = snapshotLocked(now: Date())
+            let current = snapshot(&state, now: Date())
             switch mode {
             case .terminal:
                 state.lastDraw = Date()
-                showLocked(snapshot)
+                show(current)
             case .log:
-                logger.info("progress", metadata: snapshot.metadata)
+                logger.info("progress", metadata: current.metadata)
             }
         }
     }
@@ -169,7 +170,7 @@ final class ProgressReporter: @unchecked Sendable {
     /// Reads the run's counts (all workers); a failed read keeps the last figures.
     private func readRun(_ runId: Int64) async {
         let progress = try? await store.runProgress(runId)
-        lock.withLock {
+        state.withLock { state in
             state.reading = false
             guard let progress else { return }
             state.run = progress
@@ -190,8 +191,8 @@ final class ProgressReporter: @unchecked Sendable {
         }
     }
 
-    /// Called under the lock; records the `done` it shows.
-    private func snapshotLocked(now: Date) -> ProgressSnapshot {
+    /// Called under the lock (with its state); records the `done` it shows.
+    private func snapshot(_ state: inout State, now: Date) -> ProgressSnapshot {
         guard let latest = state.latest else { return ProgressSnapshot(runId: 0, done: 0, failed: 0, total: 0, elapsed: 0) }
         var s = ProgressSnapshot(runId: latest.runId, done: latest.polled, failed: latest.failed, total: latest.due,
                                  elapsed: now.timeIntervalSince(started))
@@ -233,7 +234,7 @@ final class ProgressReporter: @unchecked Sendable {
     // MARK: Output
 
     /// Redraws the line (the caller holds the lock, so draws never interleave).
-    private func showLocked(_ snapshot: ProgressSnapshot) {
+    private func show(_ snapshot: ProgressSnapshot) {
         let line = snapshot.line(width: Self.terminalWidth())
         FileHandle.standardError.write(Data(("\r" + line + "\u{1B}[K").utf8))
     }

@@ -7,6 +7,7 @@ import Foundation
 import Logging
 import Polling
 import Postgres
+import Synchronization
 
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -143,8 +144,7 @@ enum RunSummaryText {
 /// SIGTERM/SIGINT: the first asks for a graceful stop, the second exits at once (75).
 final class SignalHandler: @unchecked Sendable {
     private var sources: [DispatchSourceSignal] = []
-    private let lock = NSLock()
-    private var count = 0
+    private let count = Mutex(0)
 
     init(_ onFirst: @escaping @Sendable () -> Void) {
         for sig in [SIGTERM, SIGINT] {
@@ -152,7 +152,10 @@ final class SignalHandler: @unchecked Sendable {
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
             source.setEventHandler { [weak self] in
                 guard let self else { return }
-                let n = self.lock.withLock { self.count += 1; return self.count }
+                let n = self.count.withLock { count in
+                    count += 1
+                    return count
+                }
                 if n == 1 {
                     FileHandle.standardError.write(Data("churnwatch: stopping: finishing in-flight work (signal again to exit at once)\n".utf8))
                     onFirst()

@@ -26,7 +26,7 @@ struct SegmentsCommand: AsyncParsableCommand {
     @Flag(name: .customLong("by-product"), help: "One row per segment and product.")
     var byProduct = false
 
-    @Flag(name: .customLong("revenue"), help: "Revenue at risk instead: the next renewal's price summed per segment and currency (not active).")
+    @Flag(name: .customLong("revenue"), help: "Revenue at risk instead: the next renewal's price summed per segment and currency (will_not_renew, price_increase_pending, grace_period, billing_retry).")
     var revenue = false
 
     @Option(name: .customLong("day"), help: ArgumentHelp("Compare with the latest day before this one (YYYY-MM-DD or ISO 8601; default: today, UTC).", valueName: "day"))

@@ -213,4 +213,21 @@ struct ModelsDecodingTests {
         #expect(object["exclude-old-transactions"] as? Bool == true)
         #expect(object["password"] as? String == "s")
     }
+
+    /// One type, one rounding: a `Date` made from Apple's milliseconds gives them back exactly,
+    /// including moments whose `Date` multiplies back to a hair below the integer (a truncating
+    /// conversion moved those one millisecond earlier).
+    @Test("milliseconds round-trip through Date exactly", arguments: [
+        Int64(1_096_484_645_751), 2_159_836_788_069, 211_459_841_331, 1_698_148_950_123, 0,
+    ])
+    func millisecondsRoundTrip(_ ms: Int64) {
+        #expect(EpochMilliseconds(EpochMilliseconds(ms).date).rawValue == ms)
+    }
+
+    @Test("the round trip is exact where the product falls below the integer")
+    func millisecondsBelowTheInteger() {
+        let product = EpochMilliseconds(1_096_484_645_751).date.timeIntervalSince1970 * 1000
+        #expect(product < 1_096_484_645_751)
+        #expect(EpochMilliseconds(Date(timeIntervalSince1970: product / 1000)).rawValue == 1_096_484_645_751)
+    }
 }

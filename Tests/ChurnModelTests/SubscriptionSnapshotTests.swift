@@ -149,15 +149,15 @@ struct SubscriptionSnapshotTests {
             $0.renewal?.priceIncreaseStatus = 0
             $0.renewal?.autoRenewProductId = "lite.monthly"
         }.snapshot(at: day(1))
-        #expect(s.offerType == .introductory)
+        #expect(s.offerType == .introductoryOffer)
         #expect(s.isFreeTrial)
         #expect(s.isFamilyShared)
-        #expect(s.priceIncreaseStatus == .pending)
+        #expect(s.priceIncreaseStatus == .customerHasNotResponded)
         #expect(s.pendingProductId == "lite.monthly")
         #expect(s.autoRenew == true)
         #expect(s.environment == .production)
         #expect(s.transactionReason == .purchase)
-        #expect(s.productType == .autoRenewable)
+        #expect(s.productType == .autoRenewableSubscription)
         #expect(s.unknownValues.isEmpty)
     }
 

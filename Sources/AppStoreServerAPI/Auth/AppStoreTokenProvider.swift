@@ -1,6 +1,7 @@
 import AppStoreModels
 import Crypto
 import Foundation
+import Synchronization
 
 /// Mints the ES256 bearer token for App Store Server API requests and reuses it until a minute
 /// before it expires.
@@ -19,8 +20,8 @@ public final class AppStoreTokenProvider: Sendable {
     private let key: P256.Signing.PrivateKey
     private let clock: any AppStoreClock
     private let lifetime: TimeInterval
-    private let current = Locked<(token: String, expires: Date)?>(nil)
-    private let minted = Locked<Int>(0)
+    private let current = Mutex<(token: String, expires: Date)?>(nil)
+    private let minted = Mutex<Int>(0)
 
     /// - Parameter lifetime: seconds from `iat` to `exp`; clamped to 2–60 minutes.
     public init(

@@ -1,6 +1,7 @@
 import AppStoreModels
 import Foundation
 import Logging
+import Synchronization
 
 /// The App Store Server API client: ES256 bearer tokens, the endpoints churnwatch needs, JWS
 /// verification of every signed payload, typed outcomes, a shared rate limiter and retries.
@@ -15,8 +16,8 @@ public final class AppStoreServerAPIClient: Sendable {
     let clock: any AppStoreClock
     private let random: @Sendable () -> Double
     let logger: Logger
-    let retryAfterWarned = Locked(false)
-    let rateLimitWarned = Locked<[RateLimitKey: Date]>([:])
+    let retryAfterWarned = Mutex(false)
+    let rateLimitWarned = Mutex<[RateLimitKey: Date]>([:])
     private static let userAgent = "churnwatch/1.0"
 
     /// - Parameters:

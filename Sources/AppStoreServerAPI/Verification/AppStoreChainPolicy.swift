@@ -1,5 +1,6 @@
 import SwiftASN1
 @_spi(DisableValidityCheck) import X509
+import Synchronization
 
 /// The certificate-path policy Apple's libraries apply to an `x5c` chain, minus the validity
 /// dates (checked per payload against `signedDate`, so a verified chain can be cached):
@@ -20,9 +21,17 @@ struct AppStoreChainPolicy: VerifierPolicy {
     let strict: Bool
     /// Receives the typed reason of each candidate path that reached a root and was refused.
     /// A reference, because the verifier keeps its own copy of the policy.
-    let failures: Locked<[JWSVerificationFailure]>
+    let failures: Failures
 
-    init(strict: Bool, failures: Locked<[JWSVerificationFailure]>) {
+    /// The typed reasons the policy refused paths for, in order.
+    final class Failures: Sendable {
+        private let reasons = Mutex<[JWSVerificationFailure]>([])
+
+        func record(_ failure: JWSVerificationFailure) { reasons.withLock { $0.append(failure) } }
+        var first: JWSVerificationFailure? { reasons.withLock { $0.first } }
+    }
+
+    init(strict: Bool, failures: Failures) {
         self.strict = strict
         self.failures = failures
         // Critical extensions OpenSSL (Apple's Python library) recognises and so accepts when
@@ -35,7 +44,7 @@ struct AppStoreChainPolicy: VerifierPolicy {
 
     mutating func chainMeetsPolicyRequirements(chain: UnverifiedCertificateChain) async -> PolicyEvaluationResult {
         if let failure = evaluate(chain) {
-            failures.withLock { $0.append(failure) }
+            failures.record(failure)
             return .failsToMeetPolicy(reason: failure.description)
         }
         return .meetsPolicy

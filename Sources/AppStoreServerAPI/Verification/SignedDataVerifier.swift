@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import SwiftASN1
 import X509
+import Synchronization
 
 /// Verifies App Store signed data (compact JWS) exactly as Apple's libraries do in offline mode
 /// (docs/apple-api.md, "Verifying"), and decodes it.
@@ -50,9 +51,9 @@ public final class SignedDataVerifier: Sendable {
     private let options: Options
     private let clock: any AppStoreClock
     /// Encoded headers already seen, most recent last (a handful at most).
-    private let byHeader = Locked<[(header: [UInt8], chain: VerifiedChain)]>([])
-    private let byCertificates = Locked<[[UInt8]: VerifiedChain]>([:])
-    private let coldVerifications = Locked<Int>(0)
+    private let byHeader = Mutex<[(header: [UInt8], chain: VerifiedChain)]>([])
+    private let byCertificates = Mutex<[[UInt8]: VerifiedChain]>([:])
+    private let coldVerifications = Mutex<Int>(0)
 
     /// - Parameters:
     ///   - rootCertificates: the only trust anchors (Apple Root CA - G3 in production).
@@ -226,14 +227,14 @@ public final class SignedDataVerifier: Sendable {
 
     private func validatePath(leaf: Certificate, intermediate: Certificate) async throws(JWSVerificationFailure) -> VerifiedChain {
         coldVerifications.withLock { $0 += 1 }
-        let failures = Locked<[JWSVerificationFailure]>([])
+        let failures = AppStoreChainPolicy.Failures()
         var verifier = Verifier(rootCertificates: CertificateStore(roots)) {
             AppStoreChainPolicy(strict: options.strictX509, failures: failures)
         }
         let result = await verifier.validate(leaf: leaf, intermediates: CertificateStore([intermediate]))
         switch result {
         case .couldNotValidate:
-            throw failures.withLock { $0.first } ?? .untrustedChain
+            throw failures.first ?? .untrustedChain
         case .validCertificate(let validated):
             let path = Array(validated)
             guard path.count == 3, let leafKey = P256.Signing.PublicKey(path[0].publicKey) else {

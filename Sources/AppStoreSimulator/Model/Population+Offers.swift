@@ -29,7 +29,7 @@ extension Population {
     /// saves them (see ``OfferRedemption``), replaces the timeline from `at` on. A subscription
     /// already saved keeps its timeline (one save per subscription).
     public func redeemOffer(_ i: Int, at: Int64, effect: Double) -> OfferRedemption {
-        revisions.withLockedValue { rev in
+        revisions.withLock { rev in
             let current = rev.timelines[i].map { $0[...] } ?? generatedTimeline(i)
             let s = SubscriptionState.fold(current, at: at, catalog: catalog)
             let periodEnd = s.latest.expiresDate
@@ -48,7 +48,7 @@ extension Population {
     }
 
     /// Every redemption so far, in the order they were reported.
-    public var offerRedemptions: [OfferRedemption] { revisions.withLockedValue { $0.redemptions } }
+    public var offerRedemptions: [OfferRedemption] { revisions.withLock { $0.redemptions } }
 
     /// The timeline as generated, ignoring redemptions.
     func generatedTimeline(_ i: Int) -> ArraySlice<TimelineEvent> {

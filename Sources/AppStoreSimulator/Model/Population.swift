@@ -1,4 +1,4 @@
-import NIOConcurrencyHelpers
+import Synchronization
 
 /// Every simulated subscription and its timeline, generated once from a ``PopulationConfig``.
 /// Immutable after generation except for redeemed offers (``redeemOffer(_:at:effect:)``), which
@@ -10,7 +10,7 @@ public final class Population: Sendable {
     /// All timelines, back to back; a record's range points into it.
     let events: [TimelineEvent]
     /// Timelines changed by redeemed offers (they replace the generated ones), and the redemptions.
-    let revisions = NIOLockedValueBox(OfferRevisions())
+    let revisions = Mutex(OfferRevisions())
 
     /// Base of the numeric ids: subscription i owns `base + i*1000 ..< base + i*1000 + 1000`.
     public static let originalIdBase: Int64 = 200_000_000_000_000
@@ -40,7 +40,7 @@ public final class Population: Sendable {
 
     /// The timeline of subscription `i`.
     public func timeline(_ i: Int) -> ArraySlice<TimelineEvent> {
-        if let revised = revisions.withLockedValue({ $0.timelines[i] }) { return revised[...] }
+        if let revised = revisions.withLock({ $0.timelines[i] }) { return revised[...] }
         let r = records[i]
         return events[Int(r.firstEvent)..<Int(r.firstEvent + r.eventCount)]
     }

@@ -102,153 +102,176 @@ public struct SubscriptionState: Sendable, Hashable {
         }
     }
 
+    /// A detail of a true churn event.
+    typealias TruthDetail = (key: String, value: TruthEvent.DetailValue)
+    /// A true churn event an applied event is: its kind and details.
+    typealias TruthItem = (TruthEventKind, [TruthDetail])
+
     /// Applies one event; returns the true churn events it is (only when `truth`).
     mutating func apply(
         _ e: TimelineEvent, catalog: Catalog, transactions: inout [SimTransaction]?, truth: Bool
-    ) -> [(TruthEventKind, [(key: String, value: TruthEvent.DetailValue)])] {
-        var out: [(TruthEventKind, [(key: String, value: TruthEvent.DetailValue)])] = []
+    ) -> [TruthItem] {
         version += 1
         at = e.time
-        let t = e.time
+        let out: [TruthItem]
         switch e.kind {
         case .purchase, .renewal, .recovery, .upgrade, .resubscribe:
-            let previousProduct = latest.product
-            let wasExpiredAt: Int64? = { if case .expired(_, let at) = phase { return at } else { return nil } }()
-            if e.kind == .upgrade {
-                latest.upgradedAt = t
-                latest.modifiedAt = t
-                transactions?[latest.index] = latest
-            }
-            let product = Int(e.a)
-            let offer = SimOffer(rawValue: e.b) ?? .none
-            let tx = SimTransaction(
-                index: transactionCount, purchaseDate: t,
-                expiresDate: SimSchedule.expires(purchase: t, unit: catalog.products[product].unit, offer: offer),
-                product: product, offer: offer, priceTier: Int(e.c),
-                isRenewal: e.kind == .renewal || e.kind == .recovery,
-                revocation: nil, upgradedAt: nil, modifiedAt: t)
-            transactions?.append(tx)
-            transactionCount += 1
-            latest = tx
-            if e.kind == .purchase {
-                exists = true
-                originalPurchaseDate = t
-                recentStart = t
-            }
-            if e.kind == .resubscribe, let wasExpiredAt, t - wasExpiredAt > 60 * SimTime.day {
-                recentStart = t
-            }
-            phase = .active
-            autoRenew = true
-            autoRenewProduct = product
-            priceIncrease = .none
-            pendingOffer = .none
-            if truth {
-                let txid: (key: String, value: TruthEvent.DetailValue) = ("transaction_index", .int(Int64(tx.index)))
-                let pid: (key: String, value: TruthEvent.DetailValue) = ("product_id", .string(catalog.products[product].id))
-                switch e.kind {
-                case .renewal:
-                    out.append((.renewed, [pid, txid]))
-                    if product != previousProduct {
-                        out.append((.planChanged, [
-                            ("from_product_id", .string(catalog.products[previousProduct].id)),
-                            ("to_product_id", .string(catalog.products[product].id)),
-                        ]))
-                    }
-                case .recovery:
-                    out.append((.billingRecovered, [pid, txid]))
-                case .upgrade:
-                    out.append((.planChanged, [
-                        ("from_product_id", .string(catalog.products[previousProduct].id)),
-                        ("to_product_id", .string(catalog.products[product].id)),
-                    ]))
-                case .resubscribe:
-                    var d = [pid, txid]
-                    if let ot = offer.offerType { d.append(("offer_type", .int(Int64(ot)))) }
-                    out.append((.resubscribed, d))
-                default:
-                    break
-                }
-            }
-        case .autoRenewOff:
-            autoRenew = false
-            if truth { out.append((.autoRenewDisabled, [])) }
-        case .autoRenewOn:
-            autoRenew = true
-            pendingOffer = SimOffer(rawValue: e.b) ?? .none
-            if truth {
-                var d: [(key: String, value: TruthEvent.DetailValue)] = []
-                if let ot = pendingOffer.offerType { d.append(("offer_type", .int(Int64(ot)))) }
-                out.append((.autoRenewEnabled, d))
-            }
+            out = applyTransaction(e, catalog: catalog, transactions: &transactions, truth: truth)
+        case .billingFailure, .graceExpired, .expire:
+            out = applyBilling(e, truth: truth)
+        case .refund, .familyRevoke, .refundReversed:
+            out = applyRevocation(e, transactions: &transactions, truth: truth)
+        case .autoRenewOff, .autoRenewOn, .planChangeScheduled, .planChangeCancelled, .priceIncreaseNotified,
+             .priceIncreaseAccepted:
+            out = applyRenewalChoice(e, catalog: catalog, truth: truth)
+        }
+        let seg = segment(at: e.time)
+        if seg != segment || version == 1 {
+            segment = seg
+            segmentSince = e.time
+        }
+        return out
+    }
+
+    /// A new transaction: a purchase, renewal, recovery, upgrade or resubscription.
+    private mutating func applyTransaction(
+        _ e: TimelineEvent, catalog: Catalog, transactions: inout [SimTransaction]?, truth: Bool
+    ) -> [TruthItem] {
+        let t = e.time
+        let previousProduct = latest.product
+        let wasExpiredAt: Int64? = { if case .expired(_, let at) = phase { return at } else { return nil } }()
+        if e.kind == .upgrade {
+            latest.upgradedAt = t
+            latest.modifiedAt = t
+            transactions?[latest.index] = latest
+        }
+        let product = Int(e.a)
+        let offer = SimOffer(rawValue: e.b) ?? .none
+        let tx = SimTransaction(
+            index: transactionCount, purchaseDate: t,
+            expiresDate: SimSchedule.expires(purchase: t, unit: catalog.products[product].unit, offer: offer),
+            product: product, offer: offer, priceTier: Int(e.c),
+            isRenewal: e.kind == .renewal || e.kind == .recovery,
+            revocation: nil, upgradedAt: nil, modifiedAt: t)
+        transactions?.append(tx)
+        transactionCount += 1
+        latest = tx
+        if e.kind == .purchase {
+            exists = true
+            originalPurchaseDate = t
+            recentStart = t
+        }
+        if e.kind == .resubscribe, let wasExpiredAt, t - wasExpiredAt > 60 * SimTime.day {
+            recentStart = t
+        }
+        phase = .active
+        autoRenew = true
+        autoRenewProduct = product
+        priceIncrease = .none
+        pendingOffer = .none
+        guard truth else { return [] }
+        return Self.transactionTruth(e.kind, tx, from: previousProduct, catalog: catalog)
+    }
+
+    /// The true churn events a new transaction is.
+    private static func transactionTruth(
+        _ kind: TimelineEvent.Kind, _ tx: SimTransaction, from previousProduct: Int, catalog: Catalog
+    ) -> [TruthItem] {
+        let txid: TruthDetail = ("transaction_index", .int(Int64(tx.index)))
+        let pid: TruthDetail = ("product_id", .string(catalog.products[tx.product].id))
+        let planChanged: TruthItem = (.planChanged, [
+            ("from_product_id", .string(catalog.products[previousProduct].id)),
+            ("to_product_id", .string(catalog.products[tx.product].id)),
+        ])
+        switch kind {
+        case .renewal:
+            return tx.product != previousProduct ? [(.renewed, [pid, txid]), planChanged] : [(.renewed, [pid, txid])]
+        case .recovery:
+            return [(.billingRecovered, [pid, txid])]
+        case .upgrade:
+            return [planChanged]
+        case .resubscribe:
+            var d = [pid, txid]
+            if let ot = tx.offer.offerType { d.append(("offer_type", .int(Int64(ot)))) }
+            return [(.resubscribed, d)]
+        default:
+            return []
+        }
+    }
+
+    /// A failed charge (billing retry, with or without grace), the end of a grace period, or expiry.
+    private mutating func applyBilling(_ e: TimelineEvent, truth: Bool) -> [TruthItem] {
+        let t = e.time
+        switch e.kind {
         case .billingFailure:
             let graceEnd: Int64? = e.d > 0 ? t + Int64(e.d) * SimTime.day : nil
             phase = .billingRetry(since: t, graceEnd: graceEnd)
-            if truth {
-                if let graceEnd {
-                    out.append((.gracePeriodStarted, [("grace_period_expires_at", .string(SimTime.format(graceEnd)))]))
-                } else {
-                    out.append((.billingRetryStarted, []))
-                }
-            }
+            guard truth else { return [] }
+            if let graceEnd { return [(.gracePeriodStarted, [("grace_period_expires_at", .string(SimTime.format(graceEnd)))])] }
+            return [(.billingRetryStarted, [])]
         case .graceExpired:
-            if truth { out.append((.gracePeriodExpired, [])) }
-        case .expire:
+            return truth ? [(.gracePeriodExpired, [])] : []
+        default:  // .expire
             phase = .expired(intent: Int(e.a), at: t)
             priceIncrease = .none
             pendingOffer = .none
-            if truth { out.append((.expired, [("expiration_intent", .int(Int64(e.a)))])) }
-        case .refund, .familyRevoke:
-            let rev: SimTransaction.Revocation =
-                e.kind == .familyRevoke
-                ? .init(date: t, reason: 0, type: "FAMILY_REVOKE", percentage: 100_000)
-                : .init(
-                    date: t, reason: Int32(e.a), type: e.b == 1 ? "REFUND_PRORATED" : "REFUND_FULL",
-                    percentage: Int32(e.c) * 1000)
-            latest.revocation = rev
-            latest.modifiedAt = t
-            transactions?[latest.index] = latest
-            if truth {
-                out.append((.refunded, [
-                    ("revocation_reason", .int(Int64(rev.reason))), ("revocation_type", .string(rev.type)),
-                    ("transaction_index", .int(Int64(latest.index))),
-                ]))
-            }
-        case .refundReversed:
+            return truth ? [(.expired, [("expiration_intent", .int(Int64(e.a)))])] : []
+        }
+    }
+
+    /// A refund or family revoke of the latest transaction, or a refund reversed.
+    private mutating func applyRevocation(
+        _ e: TimelineEvent, transactions: inout [SimTransaction]?, truth: Bool
+    ) -> [TruthItem] {
+        let t = e.time
+        guard e.kind != .refundReversed else {
             latest.revocation = nil
             latest.modifiedAt = t
             transactions?[latest.index] = latest
-            if truth { out.append((.refundReversed, [("transaction_index", .int(Int64(latest.index)))])) }
+            return truth ? [(.refundReversed, [("transaction_index", .int(Int64(latest.index)))])] : []
+        }
+        let rev: SimTransaction.Revocation =
+            e.kind == .familyRevoke
+            ? .init(date: t, reason: 0, type: "FAMILY_REVOKE", percentage: 100_000)
+            : .init(
+                date: t, reason: Int32(e.a), type: e.b == 1 ? "REFUND_PRORATED" : "REFUND_FULL",
+                percentage: Int32(e.c) * 1000)
+        latest.revocation = rev
+        latest.modifiedAt = t
+        transactions?[latest.index] = latest
+        guard truth else { return [] }
+        return [(.refunded, [
+            ("revocation_reason", .int(Int64(rev.reason))), ("revocation_type", .string(rev.type)),
+            ("transaction_index", .int(Int64(latest.index))),
+        ])]
+    }
+
+    /// A choice about the next renewal: auto-renew, a plan change, a price increase.
+    private mutating func applyRenewalChoice(_ e: TimelineEvent, catalog: Catalog, truth: Bool) -> [TruthItem] {
+        func current() -> TruthDetail { ("product_id", .string(catalog.products[latest.product].id)) }
+        switch e.kind {
+        case .autoRenewOff:
+            autoRenew = false
+            return truth ? [(.autoRenewDisabled, [])] : []
+        case .autoRenewOn:
+            autoRenew = true
+            pendingOffer = SimOffer(rawValue: e.b) ?? .none
+            var d: [TruthDetail] = []
+            if let ot = pendingOffer.offerType { d.append(("offer_type", .int(Int64(ot)))) }
+            return truth ? [(.autoRenewEnabled, d)] : []
         case .planChangeScheduled:
             autoRenewProduct = Int(e.a)
-            if truth {
-                out.append((.planChangeScheduled, [
-                    ("auto_renew_product_id", .string(catalog.products[Int(e.a)].id)),
-                    ("product_id", .string(catalog.products[latest.product].id)),
-                ]))
-            }
+            return truth ? [(.planChangeScheduled, [("auto_renew_product_id", .string(catalog.products[Int(e.a)].id)), current()])] : []
         case .planChangeCancelled:
             autoRenewProduct = latest.product
-            if truth { out.append((.planChangeCancelled, [])) }
+            return truth ? [(.planChangeCancelled, [])] : []
         case .priceIncreaseNotified:
             priceIncrease = e.a == 1 ? .pending : .accepted
-            if truth {
-                out.append((e.a == 1 ? .priceIncreasePending : .priceIncreaseAccepted, [
-                    ("product_id", .string(catalog.products[latest.product].id))
-                ]))
-            }
-        case .priceIncreaseAccepted:
+            return truth ? [(e.a == 1 ? .priceIncreasePending : .priceIncreaseAccepted, [current()])] : []
+        default:  // .priceIncreaseAccepted
             priceIncrease = .accepted
-            if truth {
-                out.append((.priceIncreaseAccepted, [("product_id", .string(catalog.products[latest.product].id))]))
-            }
+            return truth ? [(.priceIncreaseAccepted, [current()])] : []
         }
-        let seg = segment(at: t)
-        if seg != segment || version == 1 {
-            segment = seg
-            segmentSince = t
-        }
-        return out
     }
 
     /// Every true churn event of a timeline, in time order.

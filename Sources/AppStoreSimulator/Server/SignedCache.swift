@@ -1,4 +1,4 @@
-import NIOConcurrencyHelpers
+import Synchronization
 import NIOCore
 
 /// The signed status item of each subscriber at one simulated moment, so serving Get All
@@ -33,16 +33,21 @@ final class SignedCache: Sendable {
         var head = 0
     }
 
-    private let shards: [NIOLockedValueBox<Shard>]
+    /// A shard behind its own lock (a class, since a `Mutex` cannot sit in an array).
+    private final class LockedShard: Sendable {
+        let shard = Mutex(Shard())
+    }
+
+    private let shards: [LockedShard]
     private let perShard: Int
 
     init(capacity: Int, shards count: Int = 16) {
-        shards = (0..<count).map { _ in NIOLockedValueBox(Shard()) }
+        shards = (0..<count).map { _ in LockedShard() }
         perShard = max(1, capacity / count)
     }
 
     func get(_ subscriber: Int, at: Int64) -> Item? {
-        shards[subscriber % shards.count].withLockedValue { s in
+        shards[subscriber % shards.count].shard.withLock { s in
             guard let item = s.items[Int32(subscriber)], item.at == at else { return nil }
             return item
         }
@@ -50,11 +55,11 @@ final class SignedCache: Sendable {
 
     /// Forgets a subscriber's item (its timeline changed).
     func remove(_ subscriber: Int) {
-        shards[subscriber % shards.count].withLockedValue { s in s.items[Int32(subscriber)] = nil }
+        shards[subscriber % shards.count].shard.withLock { s in s.items[Int32(subscriber)] = nil }
     }
 
     func put(_ subscriber: Int, _ item: Item) {
-        shards[subscriber % shards.count].withLockedValue { s in
+        shards[subscriber % shards.count].shard.withLock { s in
             let key = Int32(subscriber)
             if s.items.updateValue(item, forKey: key) != nil { return }
             s.order.append(key)

@@ -1,5 +1,5 @@
 import Foundation
-import NIOConcurrencyHelpers
+import Synchronization
 
 /// The simulated clock: starts at a given moment and moves only when told (`advance`, `set`),
 /// or, with a speed above 0, runs with the wall clock times that speed (then truncated to whole
@@ -11,17 +11,17 @@ public final class SimClock: Sendable {
         var speed: Double
     }
 
-    private let state: NIOLockedValueBox<State>
+    private let state: Mutex<State>
 
     public init(start: Int64, speed: Double = 0) {
-        state = NIOLockedValueBox(State(base: start, wallBase: SimClock.wallNow(), speed: speed))
+        state = Mutex(State(base: start, wallBase: SimClock.wallNow(), speed: speed))
     }
 
     static func wallNow() -> Int64 { Int64(Date().timeIntervalSince1970 * 1000) }
 
     /// Simulated now, ms since 1970.
     public func now() -> Int64 {
-        state.withLockedValue { s in
+        state.withLock { s in
             guard s.speed > 0 else { return s.base }
             let t = s.base + Int64(Double(SimClock.wallNow() - s.wallBase) * s.speed)
             return t - t % 1000
@@ -38,7 +38,7 @@ public final class SimClock: Sendable {
     /// Sets the clock to `ms`.
     @discardableResult
     public func set(_ ms: Int64) -> Int64 {
-        state.withLockedValue { s in
+        state.withLock { s in
             s.base = ms
             s.wallBase = SimClock.wallNow()
         }

@@ -56,7 +56,7 @@ extension SimulatorService {
             }
             return clockBody()
         case ("GET", "/_sim/stats"):
-            return .json(200, stats.withLockedValue { $0.json() })
+            return .json(200, stats.withLock { $0.json() })
         case ("GET", "/_sim/truth"):
             var at = clock.now()
             if let s = q["at"] {
@@ -120,7 +120,7 @@ extension SimulatorService {
         let r = population.redeemOffer(loc.subscriber, at: at, effect: options.offerEffect)
         if r.saved {
             cache.remove(loc.subscriber)
-            notificationIndexBox.withLockedValue { $0 = nil }
+            notificationIndexBox.withLock { $0 = nil }
         }
         var w = JSONWriter()
         Self.write(r, population: population, to: &w)

@@ -66,7 +66,7 @@ extension SimulatorService {
 
     func signedItem(_ sub: Int, at now: Int64) -> SignedCache.Item {
         if let hit = cache.get(sub, at: now) {
-            stats.withLockedValue { $0.cacheHits += 1 }
+            stats.withLock { $0.cacheHits += 1 }
             return hit
         }
         let s = population.state(sub, at: now)
@@ -74,7 +74,7 @@ extension SimulatorService {
         let renewal = population.renewalPayload(sub, s)
         let item = compactItem(sub, at: now, status: s.status, renewal: renewal, transaction: tx)
         cache.put(sub, item)
-        stats.withLockedValue {
+        stats.withLock {
             $0.cacheMisses += 1
             $0.signatures += 2
             if let f = fault(sub) { $0.faults[f.rawValue, default: 0] += 1 }
@@ -156,7 +156,7 @@ extension SimulatorService {
     }
 
     func signedString(_ sub: Int, transaction p: JWSTransactionDecodedPayload) -> String {
-        stats.withLockedValue {
+        stats.withLock {
             $0.signatures += 1
             if let f = fault(sub) { $0.faults[f.rawValue, default: 0] += 1 }
         }

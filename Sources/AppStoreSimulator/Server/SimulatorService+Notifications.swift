@@ -40,7 +40,7 @@ struct NotificationHistoryBody: Encodable {
 extension SimulatorService {
     /// Every notification of the population in `signedDate` order, built on first use.
     var notificationIndex: NotificationIndex {
-        notificationIndexBox.withLockedValue { box in
+        notificationIndexBox.withLock { box in
             if let index = box { return index }
             let index = NotificationIndex(population, options: options.notifications)
             box = index
@@ -68,7 +68,7 @@ extension SimulatorService {
         let payload = NotificationPayloadV2(
             notificationType: n.type, subtype: n.subtype, notificationUUID: population.notificationUUID(i, k),
             signedDate: n.time, data: data)
-        stats.withLockedValue {
+        stats.withLock {
             $0.signatures += 3
             if let f { $0.faults[f.rawValue, default: 0] += 1 }
         }

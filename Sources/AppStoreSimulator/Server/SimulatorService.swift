@@ -1,6 +1,6 @@
 import AppStoreModels
 import Foundation
-import NIOConcurrencyHelpers
+import Synchronization
 import NIOCore
 
 /// The simulator's behaviour behind HTTP: routing, auth, limits, faults, Apple's endpoints and the
@@ -15,12 +15,12 @@ public final class SimulatorService: Sendable {
     let rogueHeader: ByteBuffer
     /// Per subscriber: 0 no fault, else index + 1 into ``SimulatorOptions/faultKinds``.
     private let faultIndex: [UInt8]
-    let stats = NIOLockedValueBox(SimStats())
-    private let buckets = NIOLockedValueBox([String: TokenBucket]())
-    private let tokens = NIOLockedValueBox([String: Int64]())
-    private let requestCounter = NIOLockedValueBox<UInt64>(0)
+    let stats = Mutex(SimStats())
+    private let buckets = Mutex([String: TokenBucket]())
+    private let tokens = Mutex([String: Int64]())
+    private let requestCounter = Mutex<UInt64>(0)
     let cache: SignedCache
-    let notificationIndexBox = NIOLockedValueBox<NotificationIndex?>(nil)
+    let notificationIndexBox = Mutex<NotificationIndex?>(nil)
 
     public init(population: Population, identity: SimulatorIdentity, clock: SimClock, options: SimulatorOptions) {
         self.population = population
@@ -53,16 +53,16 @@ public final class SimulatorService: Sendable {
     public func handle(_ req: SimRequest) -> SimResponse {
         if req.path.hasPrefix("/_sim/") {
             let r = control(req)
-            stats.withLockedValue { $0.count("sim", r.status) }
+            stats.withLock { $0.count("sim", r.status) }
             return r
         }
         if req.path == "/verifyReceipt" {
             let r = verifyReceipt(req)
-            stats.withLockedValue { $0.count("verifyReceipt", r.status) }
+            stats.withLock { $0.count("verifyReceipt", r.status) }
             return r
         }
         guard req.path.hasPrefix("/inApps/") else {
-            stats.withLockedValue { $0.count("other", 404) }
+            stats.withLock { $0.count("other", 404) }
             return SimResponse(status: 404)
         }
         let (endpoint, id) = SimulatorService.route(req.path)
@@ -87,7 +87,7 @@ public final class SimulatorService: Sendable {
     }
 
     private func nextUnit() -> Double {
-        let n = requestCounter.withLockedValue { c -> UInt64 in
+        let n = requestCounter.withLock { c -> UInt64 in
             c &+= 1
             return c
         }
@@ -98,7 +98,7 @@ public final class SimulatorService: Sendable {
     private func inApps(_ req: SimRequest, endpoint: String, id: String?) -> SimResponse {
         let wallMs = SimClock.wallNow()
         if let rejection = authenticate(req.authorization, wallSeconds: wallMs / 1000) {
-            stats.withLockedValue {
+            stats.withLock {
                 $0.count(endpoint, 401)
                 $0.authRejections[rejection.rawValue, default: 0] += 1
             }
@@ -107,14 +107,14 @@ public final class SimulatorService: Sendable {
         if let rate = options.rate, rate > 0 {
             let key = req.environment.rawValue + "/" + endpoint
             let now = Double(wallMs) / 1000
-            let (ok, retryAt) = buckets.withLockedValue { b -> (Bool, Double) in
+            let (ok, retryAt) = buckets.withLock { b -> (Bool, Double) in
                 var bucket = b[key] ?? TokenBucket(rate: rate, burst: options.burst ?? rate, now: now)
                 let r = bucket.take(now: now)
                 b[key] = bucket
                 return r
             }
             if !ok {
-                stats.withLockedValue {
+                stats.withLock {
                     $0.count(endpoint, 429)
                     $0.rateLimited += 1
                 }
@@ -126,19 +126,19 @@ public final class SimulatorService: Sendable {
         if options.dropRate > 0 || options.timeoutRate > 0 || options.errorRate > 0 {
             let u = nextUnit()
             if u < options.dropRate {
-                stats.withLockedValue { $0.faults["dropped_connection", default: 0] += 1 }
+                stats.withLock { $0.faults["dropped_connection", default: 0] += 1 }
                 var r = SimResponse(status: 0)
                 r.disposition = .drop
                 return r
             }
             if u < options.dropRate + options.timeoutRate {
-                stats.withLockedValue { $0.faults["timeout", default: 0] += 1 }
+                stats.withLock { $0.faults["timeout", default: 0] += 1 }
                 var r = SimResponse(status: 0)
                 r.disposition = .hang(options.timeoutHoldMs)
                 return r
             }
             if u < options.dropRate + options.timeoutRate + options.errorRate {
-                stats.withLockedValue {
+                stats.withLock {
                     $0.faults["internal_error", default: 0] += 1
                     $0.count(endpoint, 500)
                 }
@@ -158,21 +158,21 @@ public final class SimulatorService: Sendable {
             default: throw AppleError(404, 4_040_000, "Not found.")
             }
         } catch {
-            stats.withLockedValue { $0.count(endpoint, error.httpStatus) }
+            stats.withLock { $0.count(endpoint, error.httpStatus) }
             return error.httpStatus == 404 && error.code == 4_040_000 ? SimResponse(status: 404) : .error(error)
         }
-        stats.withLockedValue { $0.count(endpoint, response.status) }
+        stats.withLock { $0.count(endpoint, response.status) }
         return response
     }
 
     private func authenticate(_ authorization: String?, wallSeconds: Int64) -> APITokenVerifier.Rejection? {
         guard let authorization else { return .missing }
-        if let exp = tokens.withLockedValue({ $0[authorization] }) {
+        if let exp = tokens.withLock({ $0[authorization] }) {
             return exp > wallSeconds ? nil : .expired
         }
         do {
             let exp = try verifier.verify(authorization: authorization, now: wallSeconds)
-            tokens.withLockedValue { t in
+            tokens.withLock { t in
                 if t.count > 4096 { t.removeAll(keepingCapacity: true) }
                 t[authorization] = exp
             }
