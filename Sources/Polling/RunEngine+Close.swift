@@ -8,7 +8,7 @@ extension RunEngine {
     /// rate limited them: those are polled again (``RateLimitedRetryRule``), and when Apple
     /// still refuses them the run stops resumable instead of counting them as the night's result.
     func workAndClose(_ run: RunRecord, locks: RunLocks, progress: (@Sendable (RunProgressReport) -> Void)?) async throws -> RunOutcome {
-        state.setRun(run.id, due: run.due)
+        update { $0.machine.setRun(run.id, due: run.due) }
         var rounds = 0
         while true {
             let ending = try await work(run: run, locks: locks, progress: progress)
@@ -36,24 +36,12 @@ extension RunEngine {
     }
 
     /// Marks `run` interrupted (resumable) and says how it ended.
-    func interrupted(_ run: RunRecord, _ ending: Ending) async -> RunOutcome {
+    func interrupted(_ run: RunRecord, _ ending: RunEnding) async -> RunOutcome {
         if case .databaseUnavailable = ending {
             try? await store.runInterrupt(run.id)
         } else {
             try? await persist("interrupt") { try await self.store.runInterrupt(run.id) }
         }
-        return Self.outcome(ending, runId: run.id, polled: state.stats.polled)
-    }
-
-    /// How an ending of the work reads as an outcome (`drained`: a helper's).
-    static func outcome(_ ending: Ending, runId: Int64, polled: Int) -> RunOutcome {
-        switch ending {
-        case .drained: .joinedAndDrained(runId: runId, polled: polled)
-        case .stopped(let reason): .interrupted(runId: runId, reason: reason)
-        case .appleUnavailable(let detail): .appleUnavailable(runId: runId, detail: detail)
-        case .unauthorized: .unauthorized(runId: runId)
-        case .untrustedServer(let detail): .untrustedServer(runId: runId, detail: detail)
-        case .databaseUnavailable(let detail): .databaseUnavailable(runId: runId, detail: detail)
-        }
+        return ending.outcome(runId: run.id, polled: stats.polled)
     }
 }

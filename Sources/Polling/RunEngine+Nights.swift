@@ -30,7 +30,7 @@ extension RunEngine {
                 return outcome
             }
             if index < runs.count - 1 {
-                state.closed(summary)
+                update { $0.closedEarlier.append(summary) }
                 logger.notice("closed an earlier night's run", metadata: [
                     "run": "\(run.id)", "as_of": "\(run.asOf.ISO8601Format())", "polled": "\(summary.polled)", "failed": "\(summary.failed)",
                 ])
@@ -92,13 +92,13 @@ extension RunEngine {
     func joinRuns(locks: RunLocks, progress: (@Sendable (RunProgressReport) -> Void)?) async throws -> RunOutcome {
         var drained: [Int64] = []
         while let run = try await store.runFindUnfinishedAll(kind: options.kind).first(where: { !drained.contains($0.id) }) {
-            state.setRun(run.id, due: run.due)
+            update { $0.machine.setRun(run.id, due: run.due) }
             logger.info("joining run", metadata: ["run": "\(run.id)", "worker": "\(options.workerName)"])
             let ending = try await work(run: run, locks: locks, progress: progress)
-            guard case .drained = ending else { return Self.outcome(ending, runId: run.id, polled: state.stats.polled) }
+            guard case .drained = ending else { return ending.outcome(runId: run.id, polled: stats.polled) }
             drained.append(run.id)
         }
         guard let last = drained.last else { return .nothingToJoin }
-        return .joinedAndDrained(runId: last, polled: state.stats.polled)
+        return RunEnding.drained.outcome(runId: last, polled: stats.polled)
     }
 }

@@ -4,6 +4,7 @@ import ChurnStore
 import Foundation
 import Logging
 import Postgres
+import Synchronization
 
 /// How a run is carried out.
 public struct RunOptions: Sendable {
@@ -83,7 +84,9 @@ public struct WorkerStats: Sendable, Codable, Equatable {
     public var events = 0
     public var enqueued = 0
     public var calls: [String: Int] = [:]
-    public var startedAt = Date()
+    public var startedAt: Date
+
+    public init(startedAt: Date) { self.startedAt = startedAt }
 }
 
 /// One process working one run: plans it (when it owns it), claims batches, polls Apple
@@ -91,27 +94,35 @@ public struct WorkerStats: Sendable, Codable, Equatable {
 /// run when nothing is left. Stops cleanly on request.
 public final class RunEngine: Sendable {
     let store: ChurnStore
-    private let poller: SubscriptionPoller
+    let poller: SubscriptionPoller
     let options: RunOptions
     let logger: Logger
-    let state: LockedState
+    let clock: any RunClock
+    /// The rules' state and what the driver keeps beside it, touched briefly by the lanes, the
+    /// supervisor and a signal handler.
+    let state: Mutex<Shared>
     let retryRule = RateLimitedRetryRule()
 
-    public init(store: ChurnStore, poller: SubscriptionPoller, options: RunOptions, logger: Logger) {
+    /// `clock`: the time the engine works by (tests can pass their own).
+    public init(store: ChurnStore, poller: SubscriptionPoller, options: RunOptions, logger: Logger,
+                clock: any RunClock = SystemRunClock()) {
         self.store = store
         self.poller = poller
         self.options = options
         self.logger = logger
-        self.state = LockedState(outageThreshold: options.outageThreshold)
+        self.clock = clock
+        let machine = RunMachine(rules: RunMachine.Rules(options: options), startedAt: clock.now(), maxDuration: options.maxDuration)
+        self.state = Mutex(Shared(machine: machine))
     }
 
     /// Asks the run to stop: no new claims; in-flight batches finish within the grace period.
     public func requestStop(_ reason: String) {
-        state.requestStop(reason)
+        let now = clock.now()
+        update { $0.machine.requestStop(reason, now: now) }
     }
 
     /// The counters so far.
-    public var stats: WorkerStats { state.stats }
+    public var stats: WorkerStats { state.withLock { $0.machine.stats } }
 
     /// Runs (or resumes, or joins) and returns how it ended. `progress` is called after every
     /// committed batch. The nightly owner may work several runs: unfinished ones of earlier
@@ -152,7 +163,7 @@ public final class RunEngine: Sendable {
     }
 
     /// The runs this process closed before the one its outcome is about (earlier nights).
-    public var closedEarlier: [RunSummary] { state.closedEarlier }
+    public var closedEarlier: [RunSummary] { state.withLock { $0.closedEarlier } }
 
     /// Takes an unfinished run over: items held by processes that are gone come back at once
     /// (their worker locks died with them; the heartbeat rule catches workers of older builds),
@@ -181,183 +192,5 @@ public final class RunEngine: Sendable {
                 "operation": "\(what)", "retry_in_s": "\((delay * 10).rounded() / 10)", "error": "\(error.message)",
             ])
         }, operation)
-    }
-
-    enum Ending: Sendable {
-        case drained
-        case stopped(String)
-        case appleUnavailable(String)
-        case unauthorized
-        case untrustedServer(String)
-        case databaseUnavailable(String)
-    }
-
-    private enum Child: Sendable {
-        case worker
-        case graceOver
-        case other
-    }
-
-    /// Claims, polls and commits until nothing is left or a stop is requested.
-    func work(run: RunRecord, locks: RunLocks, progress: (@Sendable (RunProgressReport) -> Void)?) async throws -> Ending {
-        // The time budget is the invocation's, over every run it works.
-        let deadline = options.maxDuration.map { state.stats.startedAt.addingTimeInterval($0) }
-        if let deadline { state.setDeadline(deadline) }
-        state.beginWork()
-        try await persist("heartbeat") { try await self.store.runWorkerHeartbeat(runId: run.id, worker: self.options.workerName) }
-        let workers = max(1, (options.concurrency + options.batchSize - 1) / options.batchSize)
-        let perBatch = min(options.batchSize, max(1, options.concurrency))
-        await withTaskGroup(of: Child.self) { group in
-            for _ in 0..<workers {
-                group.addTask {
-                    do {
-                        try await self.workerLoop(run: run, batch: perBatch, progress: progress)
-                    } catch let error as PostgresError where error.isConnectionProblem {
-                        self.state.end(.databaseUnavailable(error.message), reason: "PostgreSQL unavailable: \(error.message)")
-                    } catch is CancellationError {
-                        // The grace period ran out: the worker gave up its batch.
-                    } catch {
-                        self.state.fail(error)
-                    }
-                    return .worker
-                }
-            }
-            // The grace watchdog: once a stop is requested, in-flight work has `shutdownGrace`.
-            group.addTask {
-                await self.state.waitForStop()
-                if self.state.isDone { return .other }
-                try? await Task.sleep(nanoseconds: UInt64(max(0, self.options.shutdownGrace) * 1_000_000_000))
-                return Task.isCancelled ? .other : .graceOver
-            }
-            // The time budget: a stop like a signal, even while every worker waits on Apple.
-            if let deadline {
-                group.addTask {
-                    try? await Task.sleep(nanoseconds: UInt64(max(0, deadline.timeIntervalSinceNow) * 1_000_000_000))
-                    if !Task.isCancelled { self.state.requestStop("time budget (--max-duration) used up") }
-                    return .other
-                }
-            }
-            // The locks: after a PostgreSQL restart, taken again on a new connection.
-            group.addTask {
-                while !Task.isCancelled {
-                    try? await Task.sleep(nanoseconds: 1_000_000_000)
-                    if !Task.isCancelled { await locks.keep() }
-                }
-                return .other
-            }
-            var running = workers
-            while running > 0, let child = await group.next() {
-                switch child {
-                case .worker:
-                    running -= 1
-                case .graceOver:
-                    // In-flight work did not finish in time: abandon it (cancelled requests
-                    // return at once; their items go back to pending, nothing is committed).
-                    logger.warning("shutdown grace over: abandoning in-flight work", metadata: ["grace_s": "\(options.shutdownGrace)"])
-                    state.markGraceOver()
-                    group.cancelAll()
-                case .other:
-                    break
-                }
-            }
-            state.workersDone()
-            group.cancelAll()
-        }
-        if state.graceOver {
-            _ = try? await store.runItemsReleaseAll(runId: run.id, worker: options.workerName)
-        }
-        try? await store.runWorkerHeartbeat(runId: run.id, worker: options.workerName, stats: try PostgresJSON(encoding: state.stats))
-        if let failure = state.failure { throw failure }
-        if let ending = state.abnormalEnding { return ending }
-        return .drained
-    }
-
-    /// One worker: keeps up to `batch` polls in flight, claims more as they finish, and
-    /// commits finished ones together. There is no barrier per batch, so one slow answer (a
-    /// Sandbox budget of 5/s, a retry) holds up only its own slot.
-    private func workerLoop(run: RunRecord, batch: Int, progress: (@Sendable (RunProgressReport) -> Void)?) async throws {
-        let worker = options.workerName
-        try await withThrowingTaskGroup(of: SubscriptionPoller.Result.self) { group in
-            var inFlight: Set<String> = []
-            var finished: [SubscriptionPoller.Result] = []
-            var lastCommit = Date()
-            var othersHoldTheRest = false
-
-            func commit() async throws {
-                guard !finished.isEmpty else { return }
-                // Poll times are on the run's clock: its as-of time plus the time worked, so a
-                // simulated night (--as-of) records the same times a real one would.
-                let detectedAt = run.asOf.addingTimeInterval(Date().timeIntervalSince(state.stats.startedAt))
-                let started = Date()
-                let writes = finished.map(\.write)
-                let counts = try await persist("commit") {
-                    try await self.store.pollResultsCommit(runId: run.id, worker: worker, asOf: run.asOf, detectedAt: detectedAt, writes)
-                }
-                logger.trace("committed", metadata: ["items": "\(finished.count)", "commit_ms": "\(Int(Date().timeIntervalSince(started) * 1000))"])
-                let report = state.record(finished, counts)
-                state.endFlight(writes.map(\.item.originalTransactionId))
-                finished.removeAll(keepingCapacity: true)
-                lastCommit = Date()
-                // The heartbeat (liveness and counters for `status`) at most once a second.
-                if state.heartbeatDue() {
-                    let stats = try PostgresJSON(encoding: state.stats)
-                    try await persist("heartbeat") { try await self.store.runWorkerHeartbeat(runId: run.id, worker: worker, stats: stats) }
-                }
-                progress?(report)
-            }
-
-            while true {
-                if Task.isCancelled || state.graceOver {
-                    // Out of time: what finished is committed, what did not goes back to pending.
-                    group.cancelAll()
-                    try await commit()
-                    try? await store.runItemsRelease(runId: run.id, worker: worker, ids: Array(inFlight))
-                    state.endFlight(Array(inFlight))
-                    return
-                }
-                if inFlight.count <= batch / 2, !state.shouldStopClaiming() {
-                    let want = batch - inFlight.count
-                    let items = try await persist("claim") {
-                        try await self.store.runItemsClaim(runId: run.id, worker: worker, limit: want, lease: self.options.lease)
-                    }
-                    state.beginFlight(items.map(\.originalTransactionId))
-                    for item in items {
-                        inFlight.insert(item.originalTransactionId)
-                        group.addTask { await self.poller.poll(item, asOf: run.asOf) }
-                    }
-                    othersHoldTheRest = false
-                    if items.isEmpty && inFlight.isEmpty {
-                        try await commit()
-                        if try await persist("progress", { try await self.store.runProgress(run.id) }).finished { return }
-                        // Others hold the rest. Items of processes that died come back at once, a
-                        // claim of ours whose answer was lost with a connection after ten seconds,
-                        // the rest when their lease expires.
-                        if state.orphanCheckDue() {
-                            let keep = state.inFlight
-                            _ = try await persist("recover") {
-                                try await self.store.runItemsRecoverDead(runId: run.id)
-                                    + self.store.runItemsReleaseOrphans(runId: run.id, worker: worker, keep: keep, lease: self.options.lease, olderThan: 10)
-                            }
-                        }
-                        othersHoldTheRest = true
-                    }
-                }
-                if inFlight.isEmpty {
-                    try await commit()
-                    if state.shouldStopClaiming() { return }
-                    if othersHoldTheRest { try await Task.sleep(nanoseconds: 500_000_000) }
-                    continue
-                }
-                guard let result = try await group.next() else { continue }
-                if Task.isCancelled || state.graceOver {
-                    continue // its poll may have been cut short: the item is released above
-                }
-                inFlight.remove(result.write.item.originalTransactionId)
-                finished.append(result)
-                if finished.count >= batch || inFlight.isEmpty || Date().timeIntervalSince(lastCommit) > 0.25 {
-                    try await commit()
-                }
-            }
-        }
     }
 }
