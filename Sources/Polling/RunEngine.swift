@@ -291,7 +291,7 @@ public final class RunEngine: Sendable {
                 let started = Date()
                 let writes = finished.map(\.write)
                 let counts = try await persist("commit") {
-                    try await self.store.pollResultsCommit(runId: run.id, worker: worker, asOf: run.asOf, detectedAt: detectedAt, writes)
+                    try await self.store.pollResultsCommit(runId: run.id, asOf: run.asOf, detectedAt: detectedAt, writes)
                 }
                 logger.trace("committed", metadata: ["items": "\(finished.count)", "commit_ms": "\(Int(Date().timeIntervalSince(started) * 1000))"])
                 let report = state.record(finished, counts)

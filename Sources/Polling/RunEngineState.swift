@@ -152,7 +152,7 @@ final class LockedState: @unchecked Sendable {
                     stopFor = "Apple rejected the API key"
                 case .untrustedServer?:
                     var detail = "untrusted server"
-                    if case .failed(let reason) = r.write.outcome { detail = reason }
+                    if case .failed(_, let reason) = r.write.outcome { detail = reason }
                     if ending == nil { ending = .untrustedServer(detail) }
                     stopFor = detail
                 }
@@ -160,7 +160,7 @@ final class LockedState: @unchecked Sendable {
             if consecutiveOutage >= outageThreshold, ending == nil {
                 let last = results.last { $0.failure == .appleUnavailable }
                 var detail = "Apple unavailable"
-                if case .failed(let reason)? = last?.write.outcome { detail = reason }
+                if case .failed(_, let reason)? = last?.write.outcome { detail = reason }
                 ending = .appleUnavailable(detail)
                 stopFor = detail
             }
