@@ -8,7 +8,7 @@ public struct RunSummary: Sendable, Equatable {
     public var due = 0
     public var polled = 0
     public var failed = 0
-    public var failedByReason: [String: Int] = [:]
+    public var failedByClass: [ItemFailureClass: Int] = [:]
     public var events = 0
     public var eventsByType: [String: Int] = [:]
     public var enqueued = 0
@@ -16,6 +16,11 @@ public struct RunSummary: Sendable, Equatable {
     public var obsoleted = 0
     public var expired = 0
     public var quarantined = 0
+
+    /// Failed items by their class's label ("not found", ...), as printed and stored in `counts`.
+    public var failedByReason: [String: Int] {
+        ItemFailureClass.countedByLabel(failedByClass.map { ($0.key, $0.value) })
+    }
 }
 
 extension ChurnStore {
@@ -41,15 +46,15 @@ extension ChurnStore {
             let run = try db.query("SELECT due FROM churnwatch.runs WHERE id = \(runId)")
             summary.due = try run.first?.decode(Int.self, "due") ?? 0
             for row in try db.query("""
-                SELECT status, coalesce(outcome, '') AS outcome, count(*) AS n FROM churnwatch.run_items
-                WHERE run_id = \(runId) GROUP BY status, outcome
+                SELECT status, failure_class, count(*) AS n FROM churnwatch.run_items
+                WHERE run_id = \(runId) GROUP BY status, failure_class
                 """) {
                 let n = try row.decode(Int.self, "n")
                 switch try row.decode(String.self, "status") {
                 case "done": summary.polled += n
                 case "failed":
                     summary.failed += n
-                    summary.failedByReason[Self.failureKind(try row.decode(String.self, "outcome")), default: 0] += n
+                    summary.failedByClass[try Self.decodeFailureClass(row) ?? .unknown, default: 0] += n
                 default: break
                 }
             }
@@ -95,10 +100,11 @@ extension ChurnStore {
         date.ISO8601Format(.iso8601.year().month().day())
     }
 
-    /// The first words of a failure reason, for counting ("verification", "not found", ...).
-    static func failureKind(_ outcome: String) -> String {
-        let head = outcome.split(separator: ":", maxSplits: 1).first.map(String.init) ?? outcome
-        return head.isEmpty ? "unknown" : head
+    /// The `failure_class` column of a run item; nil when it has none.
+    static func decodeFailureClass(_ row: PostgresRow) throws -> ItemFailureClass? {
+        guard let raw = try row.decode(String?.self, "failure_class") else { return nil }
+        // The schema admits only known values (migration 0010); a newer schema's value counts as unknown.
+        return ItemFailureClass(rawValue: raw) ?? .unknown
     }
 }
 

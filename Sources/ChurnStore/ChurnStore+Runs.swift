@@ -99,7 +99,7 @@ extension ChurnStore {
         try await pool.withConnection { db in
             try db.query("""
                 SELECT count(*) FROM churnwatch.run_items
-                WHERE run_id = \(runId) AND status = 'failed' AND outcome LIKE 'rate limited:%'
+                WHERE run_id = \(runId) AND status = 'failed' AND failure_class = \(ItemFailureClass.rateLimited.rawValue)
                 """)[0].decode(Int.self, at: 0)
         }
     }
@@ -110,9 +110,9 @@ extension ChurnStore {
     public func runItemsRetryRateLimited(_ runId: Int64) async throws -> Int {
         try await pool.withConnection { db in
             try db.execute("""
-                UPDATE churnwatch.run_items SET status = 'pending', outcome = NULL, finished_at = NULL,
+                UPDATE churnwatch.run_items SET status = 'pending', outcome = NULL, failure_class = NULL, finished_at = NULL,
                     claimed_by = NULL, lease_until = NULL
-                WHERE run_id = \(runId) AND status = 'failed' AND outcome LIKE 'rate limited:%'
+                WHERE run_id = \(runId) AND status = 'failed' AND failure_class = \(ItemFailureClass.rateLimited.rawValue)
                 """)
         }
     }
@@ -228,11 +228,10 @@ extension ChurnStore {
                   AND claimed_by NOT IN (SELECT worker FROM churnwatch.run_workers
                                          WHERE run_id = \(runId) AND seen_at > clock_timestamp() - make_interval(secs => \(silence)))
                 """)
+            let retriedClasses = ItemFailureClass.allCases.filter(\.retriedOnResume).map(\.rawValue)
             let retried = try db.execute("""
-                UPDATE churnwatch.run_items SET status = 'pending', outcome = NULL, finished_at = NULL
-                WHERE run_id = \(runId) AND status = 'failed'
-                  AND (outcome LIKE 'unavailable:%' OR outcome LIKE 'rate limited:%' OR outcome LIKE 'unauthorized:%'
-                       OR outcome LIKE 'untrusted server:%')
+                UPDATE churnwatch.run_items SET status = 'pending', outcome = NULL, failure_class = NULL, finished_at = NULL
+                WHERE run_id = \(runId) AND status = 'failed' AND failure_class = ANY(\(retriedClasses)::text[])
                 """)
             return released + retried
         }

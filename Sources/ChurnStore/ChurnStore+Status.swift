@@ -19,7 +19,7 @@ public struct RunStatus: Sendable, Equatable {
 
     public var run: RunRecord
     public var items: RunProgress
-    /// Failed items by the part of their outcome before the first `:` ("not found", ...).
+    /// Failed items by their failure class's label ("not found", ...; ``ItemFailureClass/label``).
     public var failedByReason: [String: Int]
     /// Apple calls by endpoint, summed over the workers' `stats.calls`.
     public var calls: [String: Int]
@@ -112,9 +112,9 @@ extension ChurnStore {
             guard let run = try db.query(selection).first.map(Self.decodeRun) else { return nil }
 
             var items = RunProgress()
-            var failedByReason: [String: Int] = [:]
+            var failures: [(ItemFailureClass?, Int)] = []
             for row in try db.query("""
-                SELECT status, coalesce(nullif(split_part(coalesce(outcome, ''), ':', 1), ''), 'unknown') AS kind, count(*) AS n
+                SELECT status, failure_class, count(*) AS n
                 FROM churnwatch.run_items WHERE run_id = \(run.id)
                 GROUP BY 1, 2
                 """) {
@@ -125,10 +125,11 @@ extension ChurnStore {
                 case "done": items.done += n
                 case "failed":
                     items.failed += n
-                    failedByReason[try row.decode(String.self, "kind"), default: 0] += n
+                    failures.append((try Self.decodeFailureClass(row), n))
                 default: break
                 }
             }
+            let failedByReason = ItemFailureClass.countedByLabel(failures)
 
             var calls: [String: Int] = [:]
             // Stats are whatever workers wrote: anything but an object of numbers is skipped.

@@ -47,8 +47,9 @@ public struct PollWrite: Sendable {
 
     public enum Outcome: Sendable {
         case polled(Polled)
-        /// The reason is kept on the item and the subscription; the stored state is untouched.
-        case failed(reason: String)
+        /// The class is stored on the item (`run_items.failure_class`); the reason's prose on the
+        /// item (`outcome`) and the subscription (`last_error`). The stored state is untouched.
+        case failed(ItemFailureClass, reason: String)
     }
 
     public var item: ClaimedItem

@@ -195,7 +195,7 @@ extension RunEngine {
         let detectedAt = run.asOf.addingTimeInterval(started.timeIntervalSince(startedAt))
         let writes = finished.map(\.write)
         let counts = try await persist("commit") {
-            try await self.store.pollResultsCommit(runId: run.id, worker: worker, asOf: run.asOf, detectedAt: detectedAt, writes)
+            try await self.store.pollResultsCommit(runId: run.id, asOf: run.asOf, detectedAt: detectedAt, writes)
         }
         let now = clock.now()
         logger.trace("committed", metadata: ["items": "\(finished.count)", "commit_ms": "\(Int(now.timeIntervalSince(started) * 1000))"])
@@ -212,7 +212,7 @@ extension RunEngine {
     /// A poll's result as the rules see it.
     static func finished(_ result: SubscriptionPoller.Result) -> RunMachine.Finished {
         var reason: String?
-        if case .failed(let text) = result.write.outcome { reason = text }
+        if case .failed(_, let text) = result.write.outcome { reason = text }
         var calls: [String: Int] = [:]
         for (endpoint, n) in result.calls { calls[endpoint.rawValue, default: 0] += n }
         return RunMachine.Finished(id: result.write.item.originalTransactionId, failure: result.failure, reason: reason, calls: calls)

@@ -22,7 +22,7 @@ extension SubscriptionPoller {
         let bundleId = client.configuration.bundleId
         guard result.response.receipt?.bundleId == bundleId else {
             let why = "receipt of another app: bundle_id \(result.response.receipt?.bundleId.map { "\"\($0.prefix(100))\"" } ?? "missing"), not \(bundleId)"
-            return Result(write: PollWrite(item: item, outcome: .failed(reason: "verification: \(why)"),
+            return Result(write: PollWrite(item: item, outcome: .failed(.verification, reason: "verification: \(why)"),
                                            quarantine: [QuarantinedPayload(endpoint: AppStoreEndpoint.verifyReceipt.rawValue, reason: why, payload: receipt)]),
                           failure: .subscription, calls: calls)
         }
@@ -34,7 +34,7 @@ extension SubscriptionPoller {
         let otid = learning ? Self.newestSubscription(in: all) ?? item.originalTransactionId : item.originalTransactionId
         guard let latest = SubscriptionSnapshot.latestTransaction(of: otid, in: all) else {
             let what = learning ? "no subscription" : "no transaction of \(otid)"
-            return Result(write: PollWrite(item: item, outcome: .failed(reason: "not found: the receipt has \(what)")),
+            return Result(write: PollWrite(item: item, outcome: .failed(.notFound, reason: "not found: the receipt has \(what)")),
                           failure: .subscription, calls: calls)
         }
         let pending = (result.response.pendingRenewalInfo ?? []).first { $0.originalTransactionId == otid }

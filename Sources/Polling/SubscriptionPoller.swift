@@ -16,6 +16,16 @@ public enum PollFailureClass: Sendable, Equatable {
     /// The server's TLS certificate is not trusted: nothing will get through until the base URL
     /// or the trusted CAs are fixed (or whoever sits in between is gone).
     case untrustedServer
+
+    /// How a stored failure class counts for the run.
+    public init(_ stored: ItemFailureClass) {
+        switch stored {
+        case .rateLimited, .unavailable: self = .appleUnavailable
+        case .unauthorized: self = .unauthorized
+        case .untrustedServer: self = .untrustedServer
+        case .notFound, .badRequest, .verification, .malformed, .internal, .unknown: self = .subscription
+        }
+    }
 }
 
 /// Asks Apple about one subscription and turns the verified answer into what the batch writer
@@ -83,11 +93,11 @@ public struct SubscriptionPoller: Sendable {
                 return failure(item, AppStoreOutcome<VerifiedSubscriptionStatuses>.verificationFailed(mine.failure, payload: mine.payload),
                                endpoint: .subscriptionStatuses, calls: calls)
             }
-            return Result(write: PollWrite(item: item, outcome: .failed(reason: "not found: the status answer has no subscription \(otid)")),
+            return Result(write: PollWrite(item: item, outcome: .failed(.notFound, reason: "not found: the status answer has no subscription \(otid)")),
                           failure: .subscription, calls: calls)
         }
         guard let transaction = TransactionFacts(entry.transaction) else {
-            return Result(write: PollWrite(item: item, outcome: .failed(reason: "malformed: the latest transaction lacks ids or product")),
+            return Result(write: PollWrite(item: item, outcome: .failed(.malformed, reason: "malformed: the latest transaction lacks ids or product")),
                           failure: .subscription, calls: calls)
         }
         let renewal = entry.renewalInfo.flatMap { RenewalFacts($0, originalTransactionId: otid) }
@@ -150,30 +160,30 @@ public struct SubscriptionPoller: Sendable {
 
     func failure<T>(_ item: ClaimedItem, _ outcome: AppStoreOutcome<T>, endpoint: AppStoreEndpoint,
                             calls: [AppStoreEndpoint: Int]) -> Result {
-        let (reason, cls): (String, PollFailureClass)
+        let (reason, cls): (String, ItemFailureClass)
         var quarantine: [QuarantinedPayload] = []
         switch outcome {
-        case .success: (reason, cls) = ("internal: success treated as failure", .subscription)
+        case .success: (reason, cls) = ("internal: success treated as failure", .internal)
         case .notFound(let code):
-            (reason, cls) = ("not found: \(code.map { String($0.rawValue) } ?? "404") in every environment", .subscription)
+            (reason, cls) = ("not found: \(code.map { String($0.rawValue) } ?? "404") in every environment", .notFound)
         case .rateLimited(let until):
-            (reason, cls) = ("rate limited: until \(until.ISO8601Format())", .appleUnavailable)
+            (reason, cls) = ("rate limited: until \(until.ISO8601Format())", .rateLimited)
         case .retryable(let why):
-            (reason, cls) = ("unavailable: \(why)", .appleUnavailable)
+            (reason, cls) = ("unavailable: \(why)", .unavailable)
         case .unauthorized:
             (reason, cls) = ("unauthorized: Apple rejected the API key: check issuer id, key id and key", .unauthorized)
         case .badRequest(let code):
-            (reason, cls) = ("bad request: \(code.map { String($0.rawValue) } ?? "4xx")", .subscription)
+            (reason, cls) = ("bad request: \(code.map { String($0.rawValue) } ?? "4xx")", .badRequest)
         case .verificationFailed(let why, let payload):
-            (reason, cls) = ("verification: \(why)", .subscription)
+            (reason, cls) = ("verification: \(why)", .verification)
             quarantine.append(QuarantinedPayload(endpoint: endpoint.rawValue, reason: "\(why)", payload: payload))
         case .malformedResponse(let why):
-            (reason, cls) = ("malformed: \(why)", .subscription)
+            (reason, cls) = ("malformed: \(why)", .malformed)
         case .untrustedServer:
-            // "untrusted server: ...": the prefix by which a resumed run tries the item again.
             (reason, cls) = ("\(outcome)", .untrustedServer)
         }
-        var result = Result(write: PollWrite(item: item, outcome: .failed(reason: reason), quarantine: quarantine), failure: cls, calls: calls)
+        var result = Result(write: PollWrite(item: item, outcome: .failed(cls, reason: reason), quarantine: quarantine),
+                            failure: PollFailureClass(cls), calls: calls)
         if case .notFound = outcome { result.notFound = true }
         return result
     }

@@ -189,7 +189,12 @@ enum RunOutcomeReport {
             // (0) and not a stop to resume (75, which the systemd unit counts as success). Ids
             // Apple answered it does not know, and a re-run that only retries a few bad items,
             // are not that.
-            let unusable = s.failed - (s.failedByReason["not found"] ?? 0) - (s.failedByReason["bad request"] ?? 0)
+            let unusable = s.failedByClass.reduce(0) { sum, failed in
+                switch failed.key {
+                case .notFound, .badRequest: sum
+                default: sum + failed.value
+                }
+            }
             if s.polled == 0, unusable >= RunOutcomeReport.everyPollFailedMinimum {
                 let reasons = s.failedByReason.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
                 throw CLIError.unavailable("every poll of run \(s.runId) failed (\(reasons)): check APPSTORE_BASE_URL and one subscription with `churnwatch inspect --otid ID`; the next run polls them again")

@@ -68,7 +68,7 @@ struct RetentionLoopStoreTests {
             try await store.offersSet(CampaignOffer(campaign: .saveOffer, productId: "other.product", offerId: "save.other", holdout: 0))
             let ids = (0..<200).map { "3000\($0)" }
             let runId = try Self.run(db, at: Self.t0)
-            try await store.pollResultsCommit(runId: runId, worker: "w", asOf: Self.t0, detectedAt: Self.t0, ids.map {
+            try await store.pollResultsCommit(runId: runId, asOf: Self.t0, detectedAt: Self.t0, ids.map {
                 Self.write($0, previous: Self.snapshot($0, autoRenew: true, at: Self.t0 - Self.day),
                            current: Self.snapshot($0, autoRenew: false, at: Self.t0), at: Self.t0)
             })
@@ -104,14 +104,14 @@ struct RetentionLoopStoreTests {
             try await store.offersSet(CampaignOffer(campaign: .saveOffer, productId: "pro.monthly", offerId: "save.pro", holdout: 0.5))
             let ids = (0..<40).map { "4000\($0)" }
             let leaving = Dictionary(uniqueKeysWithValues: ids.map { ($0, Self.snapshot($0, autoRenew: false, at: Self.t0)) })
-            try await store.pollResultsCommit(runId: try Self.run(db, at: Self.t0), worker: "w", asOf: Self.t0, detectedAt: Self.t0, ids.map {
+            try await store.pollResultsCommit(runId: try Self.run(db, at: Self.t0), asOf: Self.t0, detectedAt: Self.t0, ids.map {
                 Self.write($0, previous: Self.snapshot($0, autoRenew: true, at: Self.t0 - Self.day), current: leaving[$0]!, at: Self.t0)
             })
             #expect(try db.query("SELECT count(*) FROM churnwatch.subscription_segments WHERE renewal_price = 9990 AND renewal_currency = 'USD'")[0]
                 .decode(Int.self, at: 0) == 40)
             // The next night the first half turned auto-renew back on; the others stay off.
             let t1 = Self.t0 + Self.day
-            try await store.pollResultsCommit(runId: try Self.run(db, at: t1), worker: "w", asOf: t1, detectedAt: t1, ids.enumerated().map { i, id in
+            try await store.pollResultsCommit(runId: try Self.run(db, at: t1), asOf: t1, detectedAt: t1, ids.enumerated().map { i, id in
                 Self.write(id, previous: leaving[id]!, current: Self.snapshot(id, autoRenew: i < 20, at: t1), at: t1)
             })
             let saved = try db.query("""
@@ -165,7 +165,7 @@ struct RetentionLoopStoreTests {
             let claimed = try WinbackQueueTests.entry(db, "5001", campaign: "winback_offer", episode: "expired:earlier", status: "claimed",
                                                       claimedBy: "m", offers: ["old"])
             let at = Self.t0 + 25 * Self.day
-            try await store.pollResultsCommit(runId: try Self.run(db, at: at), worker: "w", asOf: at, detectedAt: at, [
+            try await store.pollResultsCommit(runId: try Self.run(db, at: at), asOf: at, detectedAt: at, [
                 Self.write("5001", previous: Self.snapshot("5001", autoRenew: false, at: at - Self.day, winBack: ["old"]),
                            current: Self.snapshot("5001", autoRenew: false, at: at, winBack: ["wb.best", "wb.next"]), at: at),
             ])

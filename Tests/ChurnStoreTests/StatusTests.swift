@@ -23,11 +23,13 @@ struct StatusTests {
             """)[0].decode(Int64.self, "id")
     }
 
-    static func items(_ db: PostgresConnection, run: Int64, status: String, outcome: String?, count: Int, prefix: String) throws {
+    /// `failureClass` as the batch commit stores it with a failed item.
+    static func items(_ db: PostgresConnection, run: Int64, status: String, outcome: String?, failureClass: ItemFailureClass? = nil,
+                      count: Int, prefix: String) throws {
         for i in 0..<count {
             try db.execute("""
-                INSERT INTO churnwatch.run_items (run_id, original_transaction_id, reason, status, outcome)
-                VALUES (\(run), \(prefix + String(i)), 'new', \(status), \(outcome))
+                INSERT INTO churnwatch.run_items (run_id, original_transaction_id, reason, status, outcome, failure_class)
+                VALUES (\(run), \(prefix + String(i)), 'new', \(status), \(outcome), \(failureClass?.rawValue))
                 """)
         }
     }
@@ -47,9 +49,9 @@ struct StatusTests {
             let current = try Self.run(db, started: Self.t, finished: nil, status: "running", due: 20)
             try Self.run(db, started: Self.at(-60), finished: Self.at(-30), status: "done") // newer, but finished
             try Self.items(db, run: current, status: "done", outcome: "ok", count: 6, prefix: "d")
-            try Self.items(db, run: current, status: "failed", outcome: "not found: 4040010", count: 2, prefix: "n")
-            try Self.items(db, run: current, status: "failed", outcome: "verification: chain: untrusted root", count: 1, prefix: "v")
-            try Self.items(db, run: current, status: "failed", outcome: nil, count: 1, prefix: "u")
+            try Self.items(db, run: current, status: "failed", outcome: "not found: 4040010", failureClass: .notFound, count: 2, prefix: "n")
+            try Self.items(db, run: current, status: "failed", outcome: "verification: chain: untrusted root", failureClass: .verification, count: 1, prefix: "v")
+            try Self.items(db, run: current, status: "failed", outcome: nil, failureClass: .unknown, count: 1, prefix: "u")
             try Self.items(db, run: current, status: "claimed", outcome: nil, count: 2, prefix: "c")
             try Self.items(db, run: current, status: "pending", outcome: nil, count: 8, prefix: "p")
             // Two overlapping workers, then one after a pause (an interrupted run resumed).

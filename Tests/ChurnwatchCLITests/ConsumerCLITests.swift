@@ -80,9 +80,9 @@ struct ConsumerCLITests {
             VALUES ('nightly', '2026-11-21 02:00:00+00', '2026-11-21 02:00:00+00', 'running', 4) RETURNING id
             """)[0].decode(Int64.self, at: 0)
         try s.connection.execute("""
-            INSERT INTO churnwatch.run_items (run_id, original_transaction_id, reason, status, outcome)
-            VALUES (\(id), 'a', 'new', 'done', 'ok'), (\(id), 'b', 'new', 'failed', 'not found: b'),
-                   (\(id), 'c', 'new', 'pending', NULL), (\(id), 'd', 'new', 'pending', NULL)
+            INSERT INTO churnwatch.run_items (run_id, original_transaction_id, reason, status, outcome, failure_class)
+            VALUES (\(id), 'a', 'new', 'done', 'ok', NULL), (\(id), 'b', 'new', 'failed', 'not found: b', 'not_found'),
+                   (\(id), 'c', 'new', 'pending', NULL, NULL), (\(id), 'd', 'new', 'pending', NULL, NULL)
             """)
         try s.connection.execute("""
             INSERT INTO churnwatch.run_workers (run_id, worker, started_at, seen_at, stats)
