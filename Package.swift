@@ -91,7 +91,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),  // SHA-256 of an oversized quarantined payload
             ]
         ),
-        // Scheduler, worker pool, batch writer.
+        // Scheduler, worker pool, batch writer. Reaches PostgreSQL only through ChurnStore.
         .target(
             name: "Polling",
             dependencies: [
@@ -101,13 +101,13 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // Talks to PostgreSQL only through ChurnStore (no Postgres import).
         .executableTarget(
             name: "churnwatch",
             dependencies: [
                 "Polling",
                 "ChurnStore",
                 "ChurnReport",
-                "Postgres",
                 "AppStoreServerAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -183,14 +183,21 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Logging", package: "swift-log"),  // the client takes its logger from the caller
             ]
         ),
-        .testTarget(name: "ChurnStoreTests", dependencies: ["ChurnStore", "ChurnReport", "ChurnModel", "Postgres"]),
+        .testTarget(
+            name: "ChurnStoreTests",
+            dependencies: ["ChurnStore", "ChurnReport", "ChurnModel", "Postgres", .product(name: "Logging", package: "swift-log")]
+        ),
         // The run engine's pure rules (no database, no clock).
         .testTarget(name: "PollingTests", dependencies: ["Polling"]),
         // Runs the built churnwatch binary as operators do (exit codes, output).
         // Runs the built churnwatch and appstore-sim binaries as operators do.
-        .testTarget(name: "ChurnwatchCLITests", dependencies: ["churnwatch", "appstore-sim", "Postgres"]),
+        .testTarget(
+            name: "ChurnwatchCLITests",
+            dependencies: ["churnwatch", "appstore-sim", "Postgres", .product(name: "Logging", package: "swift-log")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

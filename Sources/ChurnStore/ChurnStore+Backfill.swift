@@ -205,7 +205,7 @@ extension ChurnStore {
 
     /// Creates a backfill run and plans its items (reason `backfill`) in one transaction, on
     /// the same queue as nightly runs. A crash before COMMIT leaves nothing behind.
-    public func runCreateBackfill(asOf: Date, cohort: BackfillCohort, params: PostgresJSON) async throws -> RunRecord {
+    public func runCreateBackfill(asOf: Date, cohort: BackfillCohort, params: StoredJSON) async throws -> RunRecord {
         let selection = Self.backfillSelection(cohort)
         let result = try await pool.withTransaction { db in
             let run = try Self.decodeRun(try db.query("""

@@ -15,7 +15,7 @@ public struct RunRecord: Sendable, Equatable {
     public var startedAt: Date
     public var finishedAt: Date?
     public var due: Int
-    public var params: PostgresJSON
+    public var params: StoredJSON
 }
 
 /// One work item a worker claimed, with what the store knows of its subscription.
@@ -60,7 +60,7 @@ extension ChurnStore {
             startedAt: try row.decode(Date.self, "started_at"),
             finishedAt: try row.decode(Date?.self, "finished_at"),
             due: try row.decode(Int.self, "due"),
-            params: try row.decode(PostgresJSON.self, "params"))
+            params: try row.decode(StoredJSON.self, "params"))
     }
 
     /// The newest unfinished run of a kind, if any (interrupted and crashed runs included).
@@ -144,7 +144,7 @@ extension ChurnStore {
     /// `behind`: unfinished runs of earlier nights that the same process works first. Their
     /// open items (pending or claimed) are left out: they are polled there, tonight, before
     /// this run, and polling them twice would double the cost of catching up.
-    public func runCreateNightly(asOf: Date, windows: PlanWindows, params: PostgresJSON,
+    public func runCreateNightly(asOf: Date, windows: PlanWindows, params: StoredJSON,
                                  behind: [Int64] = []) async throws -> (RunRecord, [DueReason: Int]) {
         let due = Self.dueSelection(asOf: asOf, windows: windows)
         let selection: PostgresQuery = behind.isEmpty ? due : """
@@ -195,7 +195,7 @@ extension ChurnStore {
     }
 
     /// Records that a worker works this run, when it was last seen, and its counters.
-    public func runWorkerHeartbeat(runId: Int64, worker: String, stats: PostgresJSON = PostgresJSON(text: "{}")) async throws {
+    public func runWorkerHeartbeat(runId: Int64, worker: String, stats: StoredJSON = .emptyObject) async throws {
         try await pool.withConnection { db in
             try db.execute("""
                 INSERT INTO churnwatch.run_workers (run_id, worker, stats) VALUES (\(runId), \(worker), \(stats))
@@ -205,11 +205,11 @@ extension ChurnStore {
     }
 
     /// The counters of every worker of a run, with when each was last seen.
-    public func runWorkerStats(runId: Int64) async throws -> [(worker: String, seenAt: Date, startedAt: Date, stats: PostgresJSON)] {
+    public func runWorkerStats(runId: Int64) async throws -> [(worker: String, seenAt: Date, startedAt: Date, stats: StoredJSON)] {
         try await pool.withConnection { db in
             try db.query("SELECT worker, seen_at, started_at, stats FROM churnwatch.run_workers WHERE run_id = \(runId) ORDER BY worker").map {
                 (try $0.decode(String.self, "worker"), try $0.decode(Date.self, "seen_at"), try $0.decode(Date.self, "started_at"),
-                 try $0.decode(PostgresJSON.self, "stats"))
+                 try $0.decode(StoredJSON.self, "stats"))
             }
         }
     }

@@ -4,12 +4,25 @@ import Postgres
 
 /// All SQL for churnwatch's own tables, behind named operations (entity first:
 /// `subscriptionsImport`, `runCreate`, ...). Nothing outside this module builds SQL.
+/// The database driver stays inside: callers open a store with a connection string and reach
+/// PostgreSQL only through these operations (locks and reconnection included, in
+/// `ChurnStore+Connection.swift` and `RunLocks.swift`).
 public struct ChurnStore: Sendable {
-    public let pool: PostgresPool
+    let pool: PostgresPool
     let logger: Logger
     let claimCursors = ClaimCursors()
 
-    public init(pool: PostgresPool, logger: Logger = Logger(label: "churnwatch.store")) {
+    /// - Parameters:
+    ///   - connectionString: libpq connection string or `postgresql://` URL.
+    ///   - connections: the most connections open at once.
+    ///   - logger: the store's own lines (stale statistics, ...).
+    ///   - databaseLogger: the driver's lines (a dropped connection, a retried transaction).
+    public init(connectionString: String, connections: Int, logger: Logger, databaseLogger: Logger) {
+        self.init(pool: PostgresPool(connectionString: connectionString, size: connections, logger: databaseLogger), logger: logger)
+    }
+
+    /// A store on a pool the caller built (tests: a pool with overrides).
+    init(pool: PostgresPool, logger: Logger) {
         self.pool = pool
         self.logger = logger
     }

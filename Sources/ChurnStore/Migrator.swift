@@ -37,7 +37,7 @@ public struct Migrator: Sendable {
 
     static let lockKey = PostgresAdvisoryLockKey.named("churnwatch.migrate")
 
-    public init(migrations: [Migration], logger: Logger = Logger(label: "churnwatch.migrate")) {
+    public init(migrations: [Migration], logger: Logger) {
         self.migrations = migrations.sorted { $0.name < $1.name }
         self.logger = logger
     }
@@ -163,5 +163,20 @@ public struct Migrator: Sendable {
 
     private func checksum(_ db: PostgresConnection, _ sql: String) throws -> String {
         try db.query("SELECT encode(sha256(convert_to(\(sql), 'UTF8')), 'hex')")[0].decode(String.self, at: 0)
+    }
+}
+
+extension Migrator {
+    /// ``status(_:)`` on a connection of its own to `connectionString` (`databaseLogger`: the
+    /// driver's lines).
+    public func status(connectionString: String, databaseLogger: Logger) throws -> [MigrationStatus] {
+        try status(try PostgresConnection(connectionString: connectionString, logger: databaseLogger))
+    }
+
+    /// ``migrate(_:)`` on a connection of its own to `connectionString` (`databaseLogger`: the
+    /// driver's lines).
+    @discardableResult
+    public func migrate(connectionString: String, databaseLogger: Logger) throws -> [String] {
+        try migrate(try PostgresConnection(connectionString: connectionString, logger: databaseLogger))
     }
 }

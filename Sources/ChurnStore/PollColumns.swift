@@ -44,7 +44,7 @@ struct TransactionColumns {
     var webOrderIds: [String?] = [], purchaseDates: [Date?] = [], originalPurchaseDates: [Date?] = [], expiresDates: [Date?] = []
     var reasons: [String?] = [], offerTypes: [Int32?] = [], offerIds: [String?] = [], ownerships: [String?] = []
     var upgraded: [Bool] = [], revocationDates: [Date?] = [], revocationReasons: [Int32?] = [], prices: [Int64?] = []
-    var currencies: [String?] = [], environments: [String?] = [], signedDates: [Date?] = [], payloads: [PostgresJSON] = []
+    var currencies: [String?] = [], environments: [String?] = [], signedDates: [Date?] = [], payloads: [StoredJSON] = []
 
     mutating func append(_ r: TransactionRecord) {
         let f = r.facts

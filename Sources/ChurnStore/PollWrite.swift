@@ -1,14 +1,13 @@
 import ChurnModel
 import Foundation
-import Postgres
 
 /// A verified transaction to keep in `churnwatch.transactions`.
 public struct TransactionRecord: Sendable {
     public var facts: TransactionFacts
     /// The decoded payload as JSON (Apple's field names).
-    public var payload: PostgresJSON
+    public var payload: StoredJSON
 
-    public init(facts: TransactionFacts, payload: PostgresJSON) {
+    public init(facts: TransactionFacts, payload: StoredJSON) {
         self.facts = facts
         self.payload = payload
     }

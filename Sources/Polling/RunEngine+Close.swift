@@ -1,7 +1,6 @@
 import ChurnStore
 import Foundation
 import Logging
-import Postgres
 
 extension RunEngine {
     /// Works `run` until it ends. Drained, it is closed, unless items failed only because Apple
@@ -29,8 +28,8 @@ extension RunEngine {
                     let detail = "rate limited: \(limited) items still refused after \(rounds) rounds of retries"
                     return await interrupted(run, .appleUnavailable(detail))
                 }
-            } catch let error as PostgresError where error.isConnectionProblem {
-                return .databaseUnavailable(runId: run.id, detail: error.message)
+            } catch let error where DatabaseConnectionProblem(error) != nil {
+                return .databaseUnavailable(runId: run.id, detail: DatabaseConnectionProblem(error)?.message ?? "\(error)")
             }
         }
     }

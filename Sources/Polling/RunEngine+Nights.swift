@@ -1,7 +1,6 @@
 import ChurnStore
 import Foundation
 import Logging
-import Postgres
 
 extension RunEngine {
     /// The nightly owner: unfinished runs of earlier nights are resumed and closed first, oldest
@@ -54,7 +53,7 @@ extension RunEngine {
         let runLock = ChurnStore.runLockKey(.nightly)
         return try await persist("plan") { () async throws -> NightPlan? in
             guard await locks.keep() else {
-                throw PostgresError(kind: .connectionLost, message: "the lock connection is not back yet")
+                throw DatabaseConnectionProblem.lostError("the lock connection is not back yet")
             }
             guard locks.holds(runLock) else { return nil }
             return try await self.planNightsOnce()

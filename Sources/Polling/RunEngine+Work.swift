@@ -1,7 +1,6 @@
 import ChurnStore
 import Foundation
 import Logging
-import Postgres
 import Synchronization
 
 /// The driver: carries out what ``RunMachine`` decides against ChurnStore and the poller. It
@@ -71,7 +70,7 @@ extension RunEngine {
         if graceOver {
             _ = try? await store.runItemsReleaseAll(runId: run.id, worker: options.workerName)
         }
-        try? await store.runWorkerHeartbeat(runId: run.id, worker: options.workerName, stats: try PostgresJSON(encoding: stats))
+        try? await store.runWorkerHeartbeat(runId: run.id, worker: options.workerName, stats: try StoredJSON(encoding: stats))
         if let failure { throw failure }
         return ending
     }
@@ -122,9 +121,10 @@ extension RunEngine {
     private func lane(_ lane: Int, run: RunRecord, progress: (@Sendable (RunProgressReport) -> Void)?) async {
         do {
             try await laneLoop(lane, run: run, progress: progress)
-        } catch let error as PostgresError where error.isConnectionProblem {
+        } catch let error where DatabaseConnectionProblem(error) != nil {
+            let message = DatabaseConnectionProblem(error)?.message ?? "\(error)"
             let now = clock.now()
-            update { $0.machine.end(.databaseUnavailable(error.message), reason: "PostgreSQL unavailable: \(error.message)", now: now) }
+            update { $0.machine.end(.databaseUnavailable(message), reason: "PostgreSQL unavailable: \(message)", now: now) }
         } catch is CancellationError {
             // The grace period ran out: the lane gave up its batch.
         } catch {
@@ -203,7 +203,7 @@ extension RunEngine {
         let (done, stats) = update { shared in (shared.machine.committed(lane: lane, counts: written, now: now), shared.machine.stats) }
         // The heartbeat (liveness and counters for `status`) at most once a second.
         if done.heartbeat {
-            let stats = try PostgresJSON(encoding: stats)
+            let stats = try StoredJSON(encoding: stats)
             try await persist("heartbeat") { try await self.store.runWorkerHeartbeat(runId: run.id, worker: worker, stats: stats) }
         }
         progress?(done.report)

@@ -3,7 +3,6 @@ import ChurnModel
 import ChurnStore
 import Foundation
 import Logging
-import Postgres
 import Synchronization
 
 /// How a run is carried out.
@@ -30,13 +29,13 @@ public struct RunOptions: Sendable {
     /// Consecutive "Apple unavailable" failures (with no success between) that end the run as resumable.
     public var outageThreshold = 40
     /// Stored in the run row, for the record.
-    public var params = PostgresJSON(text: "{}")
+    public var params = StoredJSON.emptyObject
     /// nil: the nightly run. Otherwise a backfill (its own lock, the same queue and budget).
     public var backfill: BackfillRequest?
     /// While PostgreSQL is away mid-run (restart, dropped connections), claims, commits and
     /// heartbeats are tried again with capped exponential backoff for this long; then the run
     /// stops, resumable.
-    public var databaseRetry = PostgresReconnectPolicy()
+    public var databaseRetry = DatabaseRetryPolicy()
 
     public var kind: RunRecord.Kind { backfill == nil ? .nightly : .backfill }
 
@@ -132,7 +131,7 @@ public final class RunEngine: Sendable {
         let kind = options.kind
         // This process's locks live on a connection of their own for the whole run: its worker
         // lock (others see it is alive) and, for the owner, the run lock of its kind.
-        let locks = RunLocks(store: store, logger: logger)
+        let locks = store.runLocksOpen(logger: logger)
         defer { Task { await locks.close() } }
         _ = try await locks.take(ChurnStore.workerLockKey(options.workerName), name: "worker")
         if options.join { return try await joinRuns(locks: locks, progress: progress) }
@@ -187,9 +186,9 @@ public final class RunEngine: Sendable {
     /// (idempotent), heartbeats, releases, the finish.
     func persist<T: Sendable>(_ what: String, _ operation: @Sendable () async throws -> T) async throws -> T {
         let logger = self.logger
-        return try await store.pool.withReconnect(policy: options.databaseRetry, onRetry: { error, delay in
+        return try await store.withReconnect(policy: options.databaseRetry, onRetry: { error, delay in
             logger.warning("PostgreSQL unavailable: retrying", metadata: [
-                "operation": "\(what)", "retry_in_s": "\((delay * 10).rounded() / 10)", "error": "\(error.message)",
+                "operation": "\(what)", "retry_in_s": "\((delay * 10).rounded() / 10)", "error": "\(error)",
             ])
         }, operation)
     }

@@ -3,7 +3,6 @@ import AppStoreServerAPI
 import ChurnModel
 import ChurnStore
 import Foundation
-import Postgres
 
 /// How a failed poll counts for the run.
 public enum PollFailureClass: Sendable, Equatable {
@@ -204,13 +203,13 @@ public struct SubscriptionPoller: Sendable {
 
     /// The payload of a verified JWS exactly as Apple signed it (JSON with Apple's field names,
     /// new fields included): stored as is, without decoding and encoding it again.
-    static func signedPayload(_ jws: String) -> PostgresJSON? {
+    static func signedPayload(_ jws: String) -> StoredJSON? {
         let parts = jws.utf8.split(separator: UInt8(ascii: "."), maxSplits: 2, omittingEmptySubsequences: false)
         guard parts.count == 3, let bytes = Base64URL.decode(utf8: ArraySlice(parts[1])) else { return nil }
-        return PostgresJSON(data: Data(bytes))
+        return StoredJSON(data: Data(bytes))
     }
 
-    static func json<T: Encodable>(_ value: T) -> PostgresJSON {
-        (try? PostgresJSON(encoding: value)) ?? PostgresJSON(text: "{}")
+    static func json<T: Encodable>(_ value: T) -> StoredJSON {
+        (try? StoredJSON(encoding: value)) ?? .emptyObject
     }
 }

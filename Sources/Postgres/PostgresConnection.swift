@@ -28,7 +28,7 @@ public final class PostgresConnection: @unchecked Sendable {
     public init(
         connectionString: String,
         overrides: [String: String] = [:],
-        logger: Logger = Logger(label: "churnwatch.postgres")
+        logger: Logger
     ) throws {
         self.logger = logger
         var keys = ["connect_timeout", "dbname", "fallback_application_name"]

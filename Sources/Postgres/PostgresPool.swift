@@ -20,11 +20,12 @@ public final class PostgresPool: Sendable {
     ///   - connectionString: libpq connection string or `postgresql://` URL.
     ///   - size: the most connections open at once.
     ///   - overrides: libpq keywords applied on top of the connection string.
+    ///   - logger: the caller's (a dropped connection, a retried transaction).
     public init(
         connectionString: String,
         overrides: [String: String] = [:],
         size: Int = 4,
-        logger: Logger = Logger(label: "churnwatch.postgres")
+        logger: Logger
     ) {
         precondition(size > 0, "pool size must be positive")
         self.connectionString = connectionString

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import Postgres
 
 /// COPY versus three ways of batching upserts, on a table shaped like the worker's writes.
@@ -19,7 +20,7 @@ struct PostgresBenchmark {
         guard let url = ProcessInfo.processInfo.environment["DATABASE_URL"], !url.isEmpty else {
             throw BenchError("DATABASE_URL is not set")
         }
-        let db = try PostgresConnection(connectionString: url)
+        let db = try PostgresConnection(connectionString: url, logger: Logger(label: "churnwatch.postgres"))
         try db.runScript("""
             DROP TABLE IF EXISTS bench_rows;
             CREATE UNLOGGED TABLE bench_rows (

@@ -5,7 +5,6 @@ import ChurnStore
 import Foundation
 import Logging
 import Polling
-import Postgres
 
 struct BackfillCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -121,8 +120,7 @@ struct BackfillCommand: AsyncParsableCommand {
             let config = try apple.configuration(logger: logger)
 
             let workers = max(1, (options.concurrency + batchSize - 1) / batchSize)
-            let pool = PostgresPool(connectionString: url, size: workers + 2, logger: Logger(label: "churnwatch.postgres"))
-            let store = ChurnStore(pool: pool, logger: logger)
+            let store = ChurnStore.open(url, connections: workers + 2, logger: logger)
             try await store.schemaCheck(migrations: BuildMigrations.names())
 
             var history = fullHistory
@@ -138,7 +136,7 @@ struct BackfillCommand: AsyncParsableCommand {
                 options.backfill = .cohort(cohort, fullHistory: fullHistory)
             }
             options.fullHistory = history
-            options.params = try PostgresJSON(encoding: BackfillParams(cohort: cohort, fullHistory: history,
+            options.params = try StoredJSON(encoding: BackfillParams(cohort: cohort, fullHistory: history,
                                                                        concurrency: options.concurrency, batchSize: batchSize))
 
             let budgetLogger = logger
@@ -225,7 +223,7 @@ struct BackfillCommand: AsyncParsableCommand {
         let defaultRate: Double = sandbox ? 5 : 50
         let status = try PlanCommand.rate(apple.statusRate ?? env["APPSTORE_STATUS_RATE"], name: "APPSTORE_STATUS_RATE") ?? defaultRate
         let history = try PlanCommand.rate(apple.historyRate ?? env["APPSTORE_HISTORY_RATE"], name: "APPSTORE_HISTORY_RATE") ?? status
-        let store = ChurnStore(pool: PostgresPool(connectionString: url, size: 1))
+        let store = ChurnStore.open(url)
         try await store.schemaCheck()
         let counts = try await store.backfillCount(cohort, asOf: asOf)
         print("backfill cohort (\(cohort.summary)) as of \(asOf.ISO8601Format()): \(counts.total) subscriptions (\(counts.neverPolled) never polled, \(counts.receiptOnly) with legacy receipts)")

@@ -2,7 +2,6 @@ import AppStoreServerAPI
 import ArgumentParser
 import ChurnStore
 import Foundation
-import Postgres
 
 /// churnwatch's exit codes (docs/contracts.md), as operators and cron wrappers read them.
 enum ExitStatus {
@@ -49,11 +48,11 @@ func classify(_ error: any Error) -> (String, Int32) {
     switch error {
     case let e as CLIError:
         return (e.description, e.exitCode)
-    case let e as PostgresError where e.kind == .connectionFailed:
+    case let e where DatabaseConnectionProblem(e)?.kind == .connectFailed:
         // Unreachable, refused, or a wrong user or password: the setting to check is named.
-        return ("DATABASE_URL: \(e.message)", ExitStatus.unavailable)
-    case let e as PostgresError where e.kind == .connectionLost:
-        return ("lost the PostgreSQL connection: \(e.message) (re-run to resume)", ExitStatus.resumable)
+        return ("DATABASE_URL: \(DatabaseConnectionProblem(e)?.message ?? "\(e)")", ExitStatus.unavailable)
+    case let e where DatabaseConnectionProblem(e)?.kind == .lost:
+        return ("lost the PostgreSQL connection: \(DatabaseConnectionProblem(e)?.message ?? "\(e)") (re-run to resume)", ExitStatus.resumable)
     case let e as MigrationError:
         return (e.description, ExitStatus.configuration)
     case let e as SchemaError:

@@ -1,7 +1,7 @@
 import ArgumentParser
+import ChurnStore
 import Foundation
 import Logging
-import Postgres
 import Synchronization
 
 /// Options every command takes. Flags override environment variables.
@@ -30,7 +30,7 @@ struct GlobalOptions: ParsableArguments {
         } else {
             throw CLIError.configuration("DATABASE_URL is not set: pass --database-url or set DATABASE_URL to a libpq connection string")
         }
-        if let problem = PostgresConnectionString.problem(url) {
+        if let problem = ChurnStore.connectionStringProblem(url) {
             throw CLIError.configuration("\(setting) is not a PostgreSQL connection string (\(problem)): use postgresql://user@host:port/db or host=... port=... dbname=...")
         }
         return url

@@ -2,7 +2,6 @@ import ArgumentParser
 import ChurnStore
 import Foundation
 import Logging
-import Postgres
 
 struct ImportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -69,11 +68,11 @@ struct ImportCommand: AsyncParsableCommand {
             } catch let e as ImportFileError {
                 throw CLIError(description: e.description, exitCode: Self.dataError)
             }
-            let pool = PostgresPool(connectionString: url, size: 1)
-            try await ChurnStore(pool: pool).schemaCheck(migrations: BuildMigrations.names())
+            let store = ChurnStore.open(url)
+            try await store.schemaCheck(migrations: BuildMigrations.names())
             let counts: ImportCounts
             do {
-                counts = try await ChurnStore(pool: pool).subscriptionsImport(parser)
+                counts = try await store.subscriptionsImport(parser)
             } catch let e as ImportFileError {
                 throw CLIError(description: e.description, exitCode: Self.dataError)
             }

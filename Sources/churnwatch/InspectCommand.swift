@@ -32,7 +32,9 @@ struct InspectCommand: AsyncParsableCommand {
             let report: InspectionReport
             if let otid {
                 let config = try apple.configuration(logger: logger)
-                let client = AppStoreServerAPIClient(configuration: config)
+                // The report says what happened; the client's own lines would only repeat it.
+                let client = AppStoreServerAPIClient(configuration: config,
+                                                     logger: Logger(label: "churnwatch.appstore", factory: { _ in SwiftLogNoOpLogHandler() }))
                 report = await Inspector(configuration: config, client: client).inspectSubscription(otid)
             } else if let input {
                 let text: String

@@ -2,7 +2,6 @@ import ArgumentParser
 import ChurnStore
 import Foundation
 import Logging
-import Postgres
 
 struct MigrateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -26,9 +25,9 @@ struct MigrateCommand: AsyncParsableCommand {
             let url = try global.resolvedDatabaseURL(env)
             let directory = Migrator.locateDirectory(explicit: migrationsDir, environment: env, executable: CommandLine.arguments[0])
             let migrator = Migrator(migrations: try Migrator.load(directory: directory), logger: Logger(label: "churnwatch.migrate"))
-            let db = try PostgresConnection(connectionString: url, logger: Logger(label: "churnwatch.postgres"))
+            let databaseLogger = Logger(label: "churnwatch.postgres")
             if statusOnly {
-                let statuses = try migrator.status(db)
+                let statuses = try migrator.status(connectionString: url, databaseLogger: databaseLogger)
                 let width = max(8, statuses.map(\.state.rawValue.count).max() ?? 0)
                 for s in statuses {
                     let when = s.appliedAt.map { " \($0.ISO8601Format())" } ?? ""
@@ -36,7 +35,7 @@ struct MigrateCommand: AsyncParsableCommand {
                 }
                 return
             }
-            let applied = try migrator.migrate(db)
+            let applied = try migrator.migrate(connectionString: url, databaseLogger: databaseLogger)
             if applied.isEmpty {
                 print("schema is up to date (\(migrator.migrations.count) migrations applied)")
             } else {

@@ -1,7 +1,6 @@
 import ArgumentParser
 import ChurnStore
 import Foundation
-import Postgres
 
 struct PlanCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -31,7 +30,7 @@ struct PlanCommand: AsyncParsableCommand {
             let history = try historyRate ?? Self.rate(env["APPSTORE_HISTORY_RATE"], name: "APPSTORE_HISTORY_RATE") ?? status
             guard status > 0, history > 0 else { throw CLIError.configuration("rates must be positive") }
 
-            let store = ChurnStore(pool: PostgresPool(connectionString: url, size: 1))
+            let store = ChurnStore.open(url)
             try await store.schemaCheck(migrations: BuildMigrations.names())
             let counts = try await store.planCounts(asOf: asOf, windows: w)
             print("plan as of \(asOf.ISO8601Format()) (start window \(formatWindow(w.start)), end window \(formatWindow(w.end)), lapsed window \(formatWindow(w.lapsed)), stale after \(formatWindow(w.staleAfter)))")

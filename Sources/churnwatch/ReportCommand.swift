@@ -2,7 +2,6 @@ import ArgumentParser
 import ChurnReport
 import ChurnStore
 import Foundation
-import Postgres
 
 struct ReportCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -39,7 +38,7 @@ struct ReportCommand: AsyncParsableCommand {
             }
             let asOf = try TimeArgument.parse(self.asOf, flag: "--as-of") ?? Date()
             let path = out ?? "churnwatch-report-\(asOf.ISO8601Format(.iso8601.year().month().day())).html"
-            let store = ChurnStore(pool: PostgresPool(connectionString: try global.resolvedDatabaseURL(), size: 1))
+            let store = ChurnStore.open(try global.resolvedDatabaseURL())
             let data = try await store.reportData(asOf: asOf, days: days)
             let html = ReportPage.render(data)
             let url = URL(fileURLWithPath: path)

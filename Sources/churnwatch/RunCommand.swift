@@ -6,7 +6,6 @@ import Dispatch
 import Foundation
 import Logging
 import Polling
-import Postgres
 import Synchronization
 
 struct RunCommand: AsyncParsableCommand {
@@ -66,12 +65,11 @@ struct RunCommand: AsyncParsableCommand {
                                          maxDuration: maxDuration, shutdownGrace: shutdownGrace)
             let interval = try parseDurationSetting("--progress-interval", progressInterval, positive: true)
             let metrics = try metricsFile.map(MetricsFile.init(path:))
-            options.params = try PostgresJSON(encoding: RunParams(options: options))
+            options.params = try StoredJSON(encoding: RunParams(options: options))
             let config = try apple.configuration(logger: logger)
 
             let workers = max(1, (options.concurrency + batchSize - 1) / batchSize)
-            let pool = PostgresPool(connectionString: url, size: workers + 2, logger: Logger(label: "churnwatch.postgres"))
-            let store = ChurnStore(pool: pool, logger: logger)
+            let store = ChurnStore.open(url, connections: workers + 2, logger: logger)
             try await store.schemaCheck(migrations: BuildMigrations.names())
             let limiter = SharedBudgetLimiter(store: store, limits: config.rateLimits, namespace: config.bundleId,
                                               maxPause: config.retryPolicy.maxTotalWait, logger: logger)

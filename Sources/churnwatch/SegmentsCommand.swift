@@ -1,7 +1,6 @@
 import ArgumentParser
 import ChurnStore
 import Foundation
-import Postgres
 
 struct SegmentsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -36,7 +35,7 @@ struct SegmentsCommand: AsyncParsableCommand {
         global.bootstrapLogging()
         try await reportingErrors {
             let day = try TimeArgument.parse(self.day, flag: "--day") ?? Date()
-            let store = ChurnStore(pool: PostgresPool(connectionString: try global.resolvedDatabaseURL(), size: 1))
+            let store = ChurnStore.open(try global.resolvedDatabaseURL())
             try await store.schemaCheck()
             if revenue {
                 print(Self.revenueLines(try await store.segmentRevenueAtRisk(), csv: csv).joined(separator: "\n"))

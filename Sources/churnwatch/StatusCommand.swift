@@ -1,7 +1,6 @@
 import ArgumentParser
 import ChurnStore
 import Foundation
-import Postgres
 
 struct StatusCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -40,7 +39,7 @@ struct StatusCommand: AsyncParsableCommand {
                 return id
             }
             let now = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
-            let store = ChurnStore(pool: PostgresPool(connectionString: try global.resolvedDatabaseURL(), size: 1))
+            let store = ChurnStore.open(try global.resolvedDatabaseURL())
             try await store.schemaCheck()
             guard let status = try await store.runStatus(runId, now: now) else {
                 if let runId { throw CLIError(description: "no run \(runId)", exitCode: Self.unknownRun) }

@@ -3,7 +3,6 @@ import ChurnModel
 import ChurnStore
 import Foundation
 import Logging
-import Postgres
 
 struct WinbackCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -57,7 +56,7 @@ struct WinbackCommand: AsyncParsableCommand {
     }
 
     static func store(_ global: GlobalOptions) throws -> ChurnStore {
-        ChurnStore(pool: PostgresPool(connectionString: try global.resolvedDatabaseURL(), size: 1))
+        ChurnStore.open(try global.resolvedDatabaseURL())
     }
 
     /// Prints what was settled on stdout and, when some ids were refused, exits 65 with one line.

@@ -1,5 +1,6 @@
 @testable import AppStoreServerAPI
 import Foundation
+import Logging
 import Testing
 
 /// The client over real HTTP: the NIO transport to a server on 127.0.0.1.
@@ -25,7 +26,7 @@ struct LoopbackTransportTests {
         defer { server.stop() }
 
         let configuration = TestConfiguration.make(pki: pki, baseURL: server.baseURL, sandboxBaseURL: server.baseURL, requestTimeout: Self.loadedMachineTimeout)
-        let client = AppStoreServerAPIClient(configuration: configuration, transport: NIOHTTPTransport.shared)
+        let client = AppStoreServerAPIClient(configuration: configuration, transport: NIOHTTPTransport.shared, logger: .silent)
 
         let outcome = await client.subscriptionStatuses(for: "2000000000000001")
         #expect(outcome.value?.subscriptions.first?.renewalInfo?.autoRenewStatus == .on, "\(outcome)")
@@ -55,7 +56,7 @@ struct LoopbackTransportTests {
         }
         defer { server.stop() }
         let configuration = TestConfiguration.make(pki: try TestPKI(), baseURL: server.baseURL, requestTimeout: Self.loadedMachineTimeout)
-        let client = AppStoreServerAPIClient(configuration: configuration, transport: NIOHTTPTransport.shared)
+        let client = AppStoreServerAPIClient(configuration: configuration, transport: NIOHTTPTransport.shared, logger: .silent)
         let outcome = await client.verifyReceipt("T0xE", excludeOldTransactions: true)
         let result = try #require(outcome.value, "\(outcome)")
         #expect(result.latestReceipt == "TkVX")
@@ -72,7 +73,7 @@ struct LoopbackTransportTests {
         server.stop()
         let clock = TestClock()
         let configuration = TestConfiguration.make(pki: try TestPKI(), baseURL: url, retry: RetryPolicy(maxAttempts: 2))
-        let client = AppStoreServerAPIClient(configuration: configuration, transport: NIOHTTPTransport.shared, clock: clock, random: { 0 })
+        let client = AppStoreServerAPIClient(configuration: configuration, transport: NIOHTTPTransport.shared, clock: clock, random: { 0 }, logger: .silent)
         let outcome = await client.transactionInfo(for: "1")
         guard case .retryable(.connection) = outcome else { Issue.record("\(outcome)"); return }
     }

@@ -1,5 +1,6 @@
 @testable import AppStoreServerAPI
 import Foundation
+import Logging
 import Testing
 
 @Suite("Legacy verifyReceipt status handling")
@@ -12,7 +13,7 @@ struct VerifyReceiptTests {
             configuration.productionBaseURL = nil
             configuration.sandboxBaseURL = nil
         }
-        return AppStoreServerAPIClient(configuration: configuration, transport: transport, clock: clock, random: { 0.5 })
+        return AppStoreServerAPIClient(configuration: configuration, transport: transport, clock: clock, random: { 0.5 }, logger: .silent)
     }
 
     static func body(_ json: String) -> HTTPResponse { HTTPResponse(status: 200, body: Data(json.utf8)) }

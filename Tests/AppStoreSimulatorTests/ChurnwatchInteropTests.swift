@@ -1,6 +1,7 @@
 import AppStoreModels
 import AppStoreServerAPI
 import Foundation
+import Logging
 import Testing
 import X509
 @testable import AppStoreSimulator
@@ -69,7 +70,7 @@ import X509
         let sim = try await SimHarness.start(subscribers: 400) { $0.sandboxShare = 0.3 }
         defer { Task { try? await sim.stop() } }
         let pop = sim.population
-        let client = AppStoreServerAPIClient(configuration: try configuration(sim))
+        let client = AppStoreServerAPIClient(configuration: try configuration(sim), logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
         let prod = try #require(sim.productionSubscribers.first { pop.state($0, at: pop.config.start).transactionCount > 20 })
         let statuses = try #require(await client.subscriptionStatuses(for: pop.originalTransactionId(prod)).value)
         #expect(statuses.subscriptions.contains { $0.originalTransactionId == pop.originalTransactionId(prod) })
@@ -93,7 +94,7 @@ import X509
         }
         defer { Task { try? await sim.stop() } }
         let pop = sim.population
-        let client = AppStoreServerAPIClient(configuration: try configuration(sim))
+        let client = AppStoreServerAPIClient(configuration: try configuration(sim), logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
         let prod = try #require((0..<pop.count).first { !pop.isSandbox($0) && pop.receiptData($0) != nil })
         let sandbox = try #require((0..<pop.count).first { pop.isSandbox($0) && pop.receiptData($0) != nil })
         let p = try #require(await client.verifyReceipt(pop.receiptData(prod)!).value)

@@ -1,5 +1,5 @@
 import ChurnModel
-import ChurnStore
+@testable import ChurnStore
 import Foundation
 import Postgres
 import Testing
@@ -32,7 +32,7 @@ struct BackfillCohortTests {
     ]
 
     static func seed(_ db: PostgresConnection) throws {
-        try Migrator(migrations: try ProjectMigrations.load()).migrate(db)
+        try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
         for r in rows {
             let polled = r.product != nil
             try db.execute("""
@@ -94,11 +94,11 @@ struct BackfillCohortTests {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
             try Self.seed(db)
-            let store = ChurnStore(pool: fresh.pool(size: 2))
+            let store = ChurnStore(pool: fresh.pool(size: 2), logger: .store)
             for (name, cohort, expected) in Self.cases {
                 let counts = try await store.backfillCount(cohort, asOf: Self.asOf)
                 #expect(counts.total == expected.count, "\(name): counted \(counts.total)")
-                let params = try PostgresJSON(encoding: BackfillParams(cohort: cohort, fullHistory: false))
+                let params = try StoredJSON(encoding: BackfillParams(cohort: cohort, fullHistory: false))
                 let run = try await store.runCreateBackfill(asOf: Self.asOf, cohort: cohort, params: params)
                 #expect(run.kind == .backfill && run.due == expected.count, "\(name)")
                 let planned = Set(try db.query("SELECT original_transaction_id FROM churnwatch.run_items WHERE run_id = \(run.id)")
@@ -116,7 +116,7 @@ struct BackfillCohortTests {
     func counts() async throws {
         try await FreshDatabase.with { fresh in
             try Self.seed(try fresh.connect())
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             let all = try await store.backfillCount(Self.cohort { $0.all = true }, asOf: Self.asOf)
             // 1006 has a receipt and its id: it is polled through the Server API (issue 19).
             #expect(all.total == 8 && all.neverPolled == 2 && all.receiptOnly == 0)
@@ -139,7 +139,7 @@ struct BackfillCohortTests {
             let db = try fresh.connect()
             try Self.seed(db)
             try db.execute("INSERT INTO churnwatch.subscriptions (original_transaction_id) VALUES ('3001')")
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             let sandboxDeployment = try await store.backfillCount(Self.cohort {
                 $0.environment = "Sandbox"; $0.configuredEnvironment = "Sandbox"
             }, asOf: Self.asOf)
@@ -160,7 +160,7 @@ struct BackfillCohortTests {
         #expect(!a.sameWork(as: c))
         #expect(!a.sameWork(as: BackfillParams(cohort: Self.cohort { $0.ids = ["1", "2", "3"]; $0.productIds = ["a", "b"] }, fullHistory: false)))
         // Through JSON, as it is kept in runs.params.
-        let stored = try PostgresJSON(encoding: a).decode(BackfillParams.self)
+        let stored = try StoredJSON(encoding: a).decode(BackfillParams.self)
         #expect(stored.sameWork(as: b))
         #expect(Self.cohort { _ in }.hasSelector == false)
         #expect(Self.cohort { $0.segments = [.unknown] }.hasSelector)
@@ -171,9 +171,9 @@ struct BackfillCohortTests {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
             try Self.seed(db)
-            let store = ChurnStore(pool: fresh.pool(size: 2))
+            let store = ChurnStore(pool: fresh.pool(size: 2), logger: .store)
             let run = try await store.runCreateBackfill(asOf: Self.asOf, cohort: Self.cohort { $0.all = true },
-                                                        params: try PostgresJSON(encoding: BackfillParams(cohort: Self.cohort { $0.all = true }, fullHistory: false)))
+                                                        params: try StoredJSON(encoding: BackfillParams(cohort: Self.cohort { $0.all = true }, fullHistory: false)))
             // Two workers, each on a connection of its own holding its worker lock.
             var alive: PostgresConnection? = try fresh.connect()
             var dying: PostgresConnection? = try fresh.connect()
@@ -213,7 +213,7 @@ struct BackfillCohortTests {
     func runLock() async throws {
         try await FreshDatabase.with { fresh in
             try Self.seed(try fresh.connect())
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             let owner = try fresh.connect()
             #expect(try owner.tryAdvisoryLock(ChurnStore.runLockKey(.nightly)))
             #expect(try await store.runLockHeld(.nightly))

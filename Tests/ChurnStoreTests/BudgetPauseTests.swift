@@ -1,4 +1,4 @@
-import ChurnStore
+@testable import ChurnStore
 import Foundation
 import Postgres
 import Testing
@@ -10,8 +10,8 @@ struct BudgetPauseTests {
     @Test func aFarFuturePauseIsCappedWhenStoredAndDroppedWhenFound() async throws {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
-            try Migrator(migrations: try ProjectMigrations.load()).migrate(db)
-            let store = ChurnStore(pool: fresh.pool())
+            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
+            let store = ChurnStore(pool: fresh.pool(), logger: .store)
             let key = "app/subscriptions/Production"
             let first = try await store.apiBudgetTake(key: key, rate: 10, burst: 5, want: 1, maxPause: 60)
             #expect(first.granted == 1)

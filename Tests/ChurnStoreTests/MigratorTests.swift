@@ -15,7 +15,7 @@ struct MigratorTests {
     func migrateTwice() async throws {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
-            let migrator = Migrator(migrations: try ProjectMigrations.load())
+            let migrator = Migrator(migrations: try ProjectMigrations.load(), logger: .migrate)
             let first = try migrator.migrate(db)
             #expect(first == migrator.migrations.map(\.name))
             let tables = Set(try db.query("""
@@ -37,11 +37,11 @@ struct MigratorTests {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
             let original = try ProjectMigrations.load()
-            try Migrator(migrations: original).migrate(db)
+            try Migrator(migrations: original, logger: .migrate).migrate(db)
             var edited = original
             edited[0].sql += "\n-- an edit\n"
             let next = Migration(name: "9999_later.sql", sql: "CREATE TABLE churnwatch.later (x int);")
-            let migrator = Migrator(migrations: edited + [next])
+            let migrator = Migrator(migrations: edited + [next], logger: .migrate)
             do {
                 try migrator.migrate(db)
                 Issue.record("a changed migration must be refused")
@@ -59,7 +59,7 @@ struct MigratorTests {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
             let broken = Migration(name: "0001_broken.sql", sql: "CREATE SCHEMA IF NOT EXISTS churnwatch; CREATE TABLE churnwatch.half (x int); SELECT no_such_function();")
-            #expect(throws: PostgresError.self) { try Migrator(migrations: [broken]).migrate(db) }
+            #expect(throws: PostgresError.self) { try Migrator(migrations: [broken], logger: .migrate).migrate(db) }
             #expect(try db.query("SELECT to_regclass('churnwatch.half') IS NULL")[0].decode(Bool.self, at: 0))
             #expect(try db.query("SELECT count(*) FROM churnwatch.schema_migrations")[0].decode(Int.self, at: 0) == 0)
         }
@@ -74,8 +74,8 @@ struct MigratorTests {
             let applied = try await withThrowingTaskGroup(of: [String].self) { group in
                 for _ in 0..<4 {
                     group.addTask {
-                        let db = try PostgresConnection(connectionString: url, overrides: ["dbname": name])
-                        return try Migrator(migrations: migrations).migrate(db)
+                        let db = try PostgresConnection(connectionString: url, overrides: ["dbname": name], logger: .postgres)
+                        return try Migrator(migrations: migrations, logger: .migrate).migrate(db)
                     }
                 }
                 var all: [String] = []

@@ -1,4 +1,4 @@
-import ChurnStore
+@testable import ChurnStore
 import Foundation
 import Postgres
 import Testing
@@ -44,7 +44,7 @@ struct PlanTests {
 
     /// Migrates and inserts one subscription per case.
     static func insertCases(_ db: PostgresConnection) throws {
-        try Migrator(migrations: try ProjectMigrations.load()).migrate(db)
+        try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
         for c in cases {
             func at(_ offset: TimeInterval?) -> Date? { offset.map { asOf.addingTimeInterval($0) } }
             try db.execute("""
@@ -62,7 +62,7 @@ struct PlanTests {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
             try Self.insertCases(db)
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             let counts = try await store.planCounts(asOf: Self.asOf, windows: PlanWindows())
             var expected: [DueReason: Int] = [:]
             for c in Self.cases { if let r = c.expected { expected[r, default: 0] += 1 } }
@@ -76,9 +76,9 @@ struct PlanTests {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
             try Self.insertCases(db)
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             let counts = try await store.planCounts(asOf: Self.asOf, windows: PlanWindows())
-            let (run, byReason) = try await store.runCreateNightly(asOf: Self.asOf, windows: PlanWindows(), params: PostgresJSON(text: "{}"))
+            let (run, byReason) = try await store.runCreateNightly(asOf: Self.asOf, windows: PlanWindows(), params: StoredJSON(text: "{}"))
             #expect(byReason == counts.byReason)
             #expect(run.due == counts.total)
             var planned: [String: DueReason] = [:]

@@ -1,5 +1,5 @@
 import ChurnReport
-import ChurnStore
+@testable import ChurnStore
 import Foundation
 import Postgres
 import Testing
@@ -30,10 +30,10 @@ struct ReportDataTests {
     @Test("a database without the churnwatch schema gives an unmigrated report; a migrated empty one an empty report")
     func emptyDatabases() async throws {
         try await FreshDatabase.with { fresh in
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             let bare = try await store.reportData(asOf: Self.t, days: 30)
             #expect(!bare.migrated)
-            try Migrator(migrations: try ProjectMigrations.load()).migrate(try fresh.connect())
+            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(try fresh.connect())
             let empty = try await store.reportData(asOf: Self.t, days: 30)
             #expect(empty.migrated && empty.isEmpty)
             #expect(empty.revenue == nil)
@@ -45,7 +45,7 @@ struct ReportDataTests {
     func craftedHistory() async throws {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
-            try Migrator(migrations: try ProjectMigrations.load()).migrate(db)
+            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
             for (d, n) in [(-9.0, 5), (-2, 7), (-1, 8), (0, 9)] {
                 try db.execute("""
                     INSERT INTO churnwatch.segment_daily (day, segment, product_id, subscriptions) VALUES
@@ -88,7 +88,7 @@ struct ReportDataTests {
                 (\(run), 'w2', \(Self.t.addingTimeInterval(20)), \(Self.t.addingTimeInterval(40)), \(PostgresJSON(text: #"{"calls": {"status": 1}}"#)))
                 """)
 
-            let data = try await ChurnStore(pool: fresh.pool(size: 1)).reportData(asOf: Self.t, days: 7)
+            let data = try await ChurnStore(pool: fresh.pool(size: 1), logger: .store).reportData(asOf: Self.t, days: 7)
             #expect(data.subscriptions == 2)
             #expect(data.segmentDays.map(\.day) == ["2026-11-19", "2026-11-20", "2026-11-21"])
             #expect(data.segmentDays.last?.sizes == ["active": 10, "will_not_renew": 2])
@@ -120,8 +120,8 @@ struct ReportDataTests {
     func revenueWithPrices() async throws {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
-            try Migrator(migrations: try ProjectMigrations.load()).migrate(db)
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             try Self.segment(db, "a", "will_not_renew", since: -1)
             #expect(try await store.reportData(asOf: Self.t, days: 7).revenue == nil, "columns present, no price known")
             try Self.segment(db, "b", "will_not_renew", since: -1)
@@ -142,8 +142,8 @@ struct ReportDataTests {
     func outcomes() async throws {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
-            try Migrator(migrations: try ProjectMigrations.load()).migrate(db)
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             #expect(try await store.reportData(asOf: Self.t, days: 7).outcomes.isEmpty, "no entries, no outcomes")
             let x = Self.hostile
             // (otid, campaign, offer, status, holdout, outcome, days to outcome, price, currency, horizon in days)

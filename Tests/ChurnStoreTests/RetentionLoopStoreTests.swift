@@ -43,10 +43,10 @@ struct RetentionLoopStoreTests {
     func holdoutDrawDistribution() async throws {
         try await FreshDatabase.with { fresh in
             _ = try WinbackQueueTests.migrated(fresh)
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             let keys = (0..<10_000).map { (originalTransactionId: "2000\($0)", campaign: WinbackCampaign.saveOffer, episode: "period:w\($0)") }
             let draws = try await store.holdoutDraws(keys)
-            let again = try await ChurnStore(pool: fresh.pool(size: 1)).holdoutDraws(keys)
+            let again = try await ChurnStore(pool: fresh.pool(size: 1), logger: .store).holdoutDraws(keys)
             #expect(draws == again, "the same entry always draws the same number")
             #expect(draws.allSatisfy { $0 >= 0 && $0 < 1 })
             // Binomial standard deviation at n = 10,000: 0.003 for 0.1, 0.0046 for 0.3; 3.5 sigma.
@@ -63,7 +63,7 @@ struct RetentionLoopStoreTests {
     func offersAndHoldoutOnNewEntries() async throws {
         try await FreshDatabase.with { fresh in
             let db = try WinbackQueueTests.migrated(fresh)
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             try await store.offersSet(CampaignOffer(campaign: .saveOffer, productId: nil, offerId: "save.all", holdout: 0.5))
             try await store.offersSet(CampaignOffer(campaign: .saveOffer, productId: "other.product", offerId: "save.other", holdout: 0))
             let ids = (0..<200).map { "3000\($0)" }
@@ -100,7 +100,7 @@ struct RetentionLoopStoreTests {
     func outcomesFromLaterPolls() async throws {
         try await FreshDatabase.with { fresh in
             let db = try WinbackQueueTests.migrated(fresh)
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             try await store.offersSet(CampaignOffer(campaign: .saveOffer, productId: "pro.monthly", offerId: "save.pro", holdout: 0.5))
             let ids = (0..<40).map { "4000\($0)" }
             let leaving = Dictionary(uniqueKeysWithValues: ids.map { ($0, Self.snapshot($0, autoRenew: false, at: Self.t0)) })
@@ -142,7 +142,7 @@ struct RetentionLoopStoreTests {
     func offersConfiguration() async throws {
         try await FreshDatabase.with { fresh in
             _ = try WinbackQueueTests.migrated(fresh)
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             try await store.offersSet(CampaignOffer(campaign: .saveOffer, productId: nil, offerId: "a", holdout: 0.1))
             try await store.offersSet(CampaignOffer(campaign: .saveOffer, productId: nil, offerId: "b", holdout: 0.2))
             try await store.offersSet(CampaignOffer(campaign: .saveOffer, productId: "pro.monthly", offerId: "c", holdout: 0))
@@ -160,7 +160,7 @@ struct RetentionLoopStoreTests {
     func winbackOfferIdsKeptFresh() async throws {
         try await FreshDatabase.with { fresh in
             let db = try WinbackQueueTests.migrated(fresh)
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             let pending = try WinbackQueueTests.entry(db, "5001", campaign: "winback_offer", episode: "expired:w-5001", offers: ["old"])
             let claimed = try WinbackQueueTests.entry(db, "5001", campaign: "winback_offer", episode: "expired:earlier", status: "claimed",
                                                       claimedBy: "m", offers: ["old"])

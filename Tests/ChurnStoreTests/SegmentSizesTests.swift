@@ -1,4 +1,4 @@
-import ChurnStore
+@testable import ChurnStore
 import Foundation
 import Postgres
 import Testing
@@ -15,7 +15,7 @@ struct SegmentSizesTests {
 
     static func seeded(_ fresh: FreshDatabase) throws {
         let db = try fresh.connect()
-        try Migrator(migrations: try ProjectMigrations.load()).migrate(db)
+        try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
         let now: [(String, String?)] = [
             ("active", "pro"), ("active", "pro"), ("active", "pro"), ("active", "basic"),
             ("will_not_renew", "pro"), ("will_not_renew", "pro"), ("unknown", nil),
@@ -44,7 +44,7 @@ struct SegmentSizesTests {
     func sizesAndChange() async throws {
         try await FreshDatabase.with { fresh in
             try Self.seeded(fresh)
-            let sizes = try await ChurnStore(pool: fresh.pool(size: 1)).segmentSizes(comparedBefore: Self.today, byProduct: false)
+            let sizes = try await ChurnStore(pool: fresh.pool(size: 1), logger: .store).segmentSizes(comparedBefore: Self.today, byProduct: false)
             #expect(sizes.baselineDay == "2026-11-20")
             #expect(sizes.rows.map(\.segment) == Self.contract)
             let bySegment = Dictionary(uniqueKeysWithValues: sizes.rows.map { ($0.segment, $0) })
@@ -61,7 +61,7 @@ struct SegmentSizesTests {
     func byProduct() async throws {
         try await FreshDatabase.with { fresh in
             try Self.seeded(fresh)
-            let sizes = try await ChurnStore(pool: fresh.pool(size: 1)).segmentSizes(comparedBefore: Self.today, byProduct: true)
+            let sizes = try await ChurnStore(pool: fresh.pool(size: 1), logger: .store).segmentSizes(comparedBefore: Self.today, byProduct: true)
             let rows = sizes.rows.filter { ["active", "billing_retry", "unknown", "refunded"].contains($0.segment) }
             #expect(rows == [
                 .init(segment: "refunded", productId: nil, subscriptions: 0, previous: 0),
@@ -77,7 +77,7 @@ struct SegmentSizesTests {
     func noBaseline() async throws {
         try await FreshDatabase.with { fresh in
             try Self.seeded(fresh)
-            let sizes = try await ChurnStore(pool: fresh.pool(size: 1))
+            let sizes = try await ChurnStore(pool: fresh.pool(size: 1), logger: .store)
                 .segmentSizes(comparedBefore: Self.today.addingTimeInterval(-3 * 86_400), byProduct: false)
             #expect(sizes.baselineDay == nil)
             #expect(sizes.rows.allSatisfy { $0.previous == nil && $0.change == nil })

@@ -1,4 +1,4 @@
-import ChurnStore
+@testable import ChurnStore
 import Foundation
 import Postgres
 import Testing
@@ -11,7 +11,7 @@ struct StatusTests {
 
     static func migrated(_ fresh: FreshDatabase) throws -> PostgresConnection {
         let db = try fresh.connect()
-        try Migrator(migrations: try ProjectMigrations.load()).migrate(db)
+        try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
         return db
     }
 
@@ -60,7 +60,7 @@ struct StatusTests {
             try Self.worker(db, run: current, "host-a:3", from: 1000, to: 1100,
                             stats: #"{"calls": {"status": "garbage", "history": 5}, "http_429": "x"}"#)
 
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             let s = try #require(try await store.runStatus(nil, now: Self.at(1200)))
             #expect(s.run.id == current, "the unfinished run is the current one, even with a newer finished run")
             #expect(s.run.due == 20 && s.run.status == .running)
@@ -91,7 +91,7 @@ struct StatusTests {
     func selection() async throws {
         try await FreshDatabase.with { fresh in
             let db = try Self.migrated(fresh)
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             #expect(try await store.runStatus(nil, now: Self.t) == nil)
             try Self.run(db, started: Self.at(-7200), finished: Self.at(-7000), status: "done")
             let newest = try Self.run(db, started: Self.at(-3600), finished: Self.at(-3000), status: "done")
@@ -106,7 +106,7 @@ struct StatusTests {
             let id = try Self.run(db, started: Self.t, finished: nil, status: "running", due: 3)
             try Self.items(db, run: id, status: "pending", outcome: nil, count: 3, prefix: "p")
             try Self.worker(db, run: id, "w", from: 0, to: 0, stats: "{}")
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             let s = try #require(try await store.runStatus(id, now: Self.at(5)))
             #expect(s.activeSeconds == 0 && s.callRate == nil && s.itemRate == nil && s.eta == nil)
             #expect(s.calls.isEmpty && s.http429 == nil)

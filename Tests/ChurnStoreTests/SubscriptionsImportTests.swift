@@ -1,4 +1,4 @@
-import ChurnStore
+@testable import ChurnStore
 import Foundation
 import Postgres
 import Testing
@@ -8,8 +8,8 @@ struct SubscriptionsImportTests {
     @Test("imports new rows, is idempotent, keeps existing rows unchanged, counts duplicates and rejects")
     func importTwice() async throws {
         try await FreshDatabase.with { fresh in
-            try Migrator(migrations: try ProjectMigrations.load()).migrate(try fresh.connect())
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(try fresh.connect())
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             var csv = "original_transaction_id,app_account_token,customer_ref,environment,receipt_data\n"
             for i in 0..<5000 {
                 csv += "\(4_000_000 + i),\(UUID()),\"cust,\(i)\",\(i % 10 == 0 ? "Sandbox" : "Production"),\(i % 7 == 0 ? "UkVDRUlQVA==" : "")\n"

@@ -22,21 +22,21 @@ struct FreshDatabase {
     static func create() throws -> FreshDatabase {
         let server = try serverURL
         let name = "cw_test_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
-        let admin = try PostgresConnection(connectionString: server)
+        let admin = try PostgresConnection(connectionString: server, logger: .postgres)
         try admin.execute("CREATE DATABASE \(identifier: String(name))")
         return FreshDatabase(name: String(name), url: server)
     }
 
     func connect() throws -> PostgresConnection {
-        try PostgresConnection(connectionString: url, overrides: ["dbname": name])
+        try PostgresConnection(connectionString: url, overrides: ["dbname": name], logger: .postgres)
     }
 
     func pool(size: Int = 4) -> PostgresPool {
-        PostgresPool(connectionString: url, overrides: ["dbname": name], size: size)
+        PostgresPool(connectionString: url, overrides: ["dbname": name], size: size, logger: .postgres)
     }
 
     func drop() {
-        guard let admin = try? PostgresConnection(connectionString: url) else { return }
+        guard let admin = try? PostgresConnection(connectionString: url, logger: .postgres) else { return }
         _ = try? admin.execute("DROP DATABASE IF EXISTS \(identifier: name) WITH (FORCE)")
     }
 

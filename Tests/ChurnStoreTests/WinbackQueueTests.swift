@@ -1,4 +1,4 @@
-import ChurnStore
+@testable import ChurnStore
 import Foundation
 import Postgres
 import Testing
@@ -30,7 +30,7 @@ struct WinbackQueueTests {
 
     static func migrated(_ fresh: FreshDatabase) throws -> PostgresConnection {
         let db = try fresh.connect()
-        try Migrator(migrations: try ProjectMigrations.load()).migrate(db)
+        try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
         return db
     }
 
@@ -46,7 +46,7 @@ struct WinbackQueueTests {
             try Self.entry(db, "1006", status: "done")
             try Self.entry(db, "1007", status: "obsolete")
 
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             let first = try await store.winbackClaim(campaign: .saveOffer, consumer: "mailer-1", limit: 2, lease: 15 * Self.minute, asOf: Self.t0)
             #expect(first.entries.map(\.id) == [oldest, middle])
             #expect(first.expired == 0)
@@ -81,7 +81,7 @@ struct WinbackQueueTests {
             let consumers = 6
             let claimed = try await withThrowingTaskGroup(of: [Int64].self) { group in
                 for c in 0..<consumers {
-                    let store = ChurnStore(pool: fresh.pool(size: 1))
+                    let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
                     group.addTask {
                         var mine: [Int64] = []
                         while true {
@@ -115,8 +115,8 @@ struct WinbackQueueTests {
             try other.execute("BEGIN")
             _ = try other.query("SELECT id FROM churnwatch.winback_queue WHERE id = ANY(\(Array(ids.prefix(2)))) FOR UPDATE")
             // Were the claim to wait on those locks, lock_timeout would fail it instead of hanging the test.
-            let pool = PostgresPool(connectionString: fresh.url, overrides: ["dbname": fresh.name, "options": "-c lock_timeout=5s"], size: 1)
-            let claim = try await ChurnStore(pool: pool).winbackClaim(campaign: .saveOffer, consumer: "b", limit: 10, lease: 900, asOf: Self.t0)
+            let pool = PostgresPool(connectionString: fresh.url, overrides: ["dbname": fresh.name, "options": "-c lock_timeout=5s"], size: 1, logger: .postgres)
+            let claim = try await ChurnStore(pool: pool, logger: .store).winbackClaim(campaign: .saveOffer, consumer: "b", limit: 10, lease: 900, asOf: Self.t0)
             #expect(claim.entries.map(\.id) == Array(ids.dropFirst(2)))
             try other.execute("ROLLBACK")
             #expect(try Self.status(db, ids[0]).status == "pending")
@@ -128,7 +128,7 @@ struct WinbackQueueTests {
         try await FreshDatabase.with { fresh in
             let db = try Self.migrated(fresh)
             let id = try Self.entry(db, "2001")
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             let a = try await store.winbackClaim(campaign: .saveOffer, consumer: "a", limit: 10, lease: 15 * Self.minute, asOf: Self.t0)
             #expect(a.entries.map(\.id) == [id])
 
@@ -166,7 +166,7 @@ struct WinbackQueueTests {
             let stillOpen = try Self.entry(db, "3005", expiresAt: at.addingTimeInterval(Self.minute))
             let otherCampaignPast = try Self.entry(db, "3006", campaign: "billing_fix", expiresAt: at.addingTimeInterval(-Self.minute))
 
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             let claim = try await store.winbackClaim(campaign: .saveOffer, consumer: "c", limit: 10, lease: 900, asOf: at)
             #expect(claim.entries.map(\.id) == [stillOpen])
             #expect(claim.expired == 3)
@@ -190,7 +190,7 @@ struct WinbackQueueTests {
             let three = try Self.entry(db, "4003")
             let pending = try Self.entry(db, "4004", notBefore: Self.t0.addingTimeInterval(Self.hour))
             let obsolete = try Self.entry(db, "4005", status: "obsolete")
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             let claim = try await store.winbackClaim(campaign: .saveOffer, consumer: "m", limit: 10, lease: 900, asOf: Self.t0)
             #expect(claim.entries.map(\.id).sorted() == [one, two, three])
 
@@ -231,7 +231,7 @@ struct WinbackQueueTests {
             let a = try Self.entry(db, "5001")
             try Self.entry(db, "5002", status: "done")
             try Self.entry(db, "5003", campaign: "billing_fix")
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             #expect(try await store.winbackList(campaign: .saveOffer, status: .pending, limit: 10).map(\.id) == [a])
             #expect(try await store.winbackList(campaign: nil, status: nil, limit: 10).count == 3)
             #expect(try await store.winbackList(campaign: nil, status: nil, limit: 2).count == 2)

@@ -97,7 +97,7 @@ struct ScratchDatabase {
             throw CLITestError("DATABASE_URL is not set: run the tests with ops/test")
         }
         let name = "cw_cli_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
-        try PostgresConnection(connectionString: server).execute("CREATE DATABASE \(identifier: String(name))")
+        try PostgresConnection(connectionString: server, logger: .postgres).execute("CREATE DATABASE \(identifier: String(name))")
         return ScratchDatabase(name: String(name), server: server)
     }
 
@@ -111,7 +111,7 @@ struct ScratchDatabase {
     }
 
     func drop() {
-        _ = try? PostgresConnection(connectionString: server).execute("DROP DATABASE IF EXISTS \(identifier: name) WITH (FORCE)")
+        _ = try? PostgresConnection(connectionString: server, logger: .postgres).execute("DROP DATABASE IF EXISTS \(identifier: name) WITH (FORCE)")
     }
 }
 

@@ -12,7 +12,7 @@ private struct MigratedScratch {
         let db = try ScratchDatabase.create()
         let r = try await CLIRunner.run(["migrate"], environment: ["DATABASE_URL": db.connectionURL])
         guard r.status == 0 else { db.drop(); throw CLITestError("migrate failed: \(r.stderr)") }
-        return MigratedScratch(db: db, connection: try PostgresConnection(connectionString: db.connectionURL))
+        return MigratedScratch(db: db, connection: try PostgresConnection(connectionString: db.connectionURL, logger: .postgres))
     }
 }
 

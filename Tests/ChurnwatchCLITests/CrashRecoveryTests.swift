@@ -28,8 +28,8 @@ struct CrashRecoveryTests {
         let uninterrupted = try await Harness.night(night, sim: sim, env: reference.env, extra: nightArgs + ["--concurrency", "32"])
         #expect(uninterrupted.status == 0, "\(uninterrupted.stderr.suffix(300))")
 
-        let db = try PostgresConnection(connectionString: killed.db.connectionURL)
-        let due = try PostgresConnection(connectionString: reference.db.connectionURL)
+        let db = try PostgresConnection(connectionString: killed.db.connectionURL, logger: .postgres)
+        let due = try PostgresConnection(connectionString: reference.db.connectionURL, logger: .postgres)
             .query("SELECT due FROM churnwatch.runs WHERE id = 2")[0].decode(Int.self, at: 0)
         #expect(due > 300, "the night should poll nearly everyone (\(due))")
         var seed = UInt64(Date().timeIntervalSince1970 * 1000)
@@ -174,7 +174,7 @@ struct CrashRecoveryTests {
         let env = clusterEnv
         #expect(try await CLIRunner.run(["migrate"], environment: env).status == 0)
         #expect(try await CLIRunner.run(["import", sim.subscriptionsCSV.path], environment: env).status == 0)
-        let db = try PostgresConnection(connectionString: cluster.url)
+        let db = try PostgresConnection(connectionString: cluster.url, logger: .postgres)
         let result = try await OwnThread.run { () throws -> CLIRunner.Result in
             let run = try RunningCLI(args, environment: env)
             _ = try Harness.waitUntil(timeout: 60) { try Harness.finished(db) >= 60 || !run.process.isRunning }
@@ -189,12 +189,12 @@ struct CrashRecoveryTests {
         #expect(result.status == 0, "\(result.stderr.suffix(500))")
         #expect(result.stdout.contains("run 1 done: 300 due, 300 polled, 0 failed"), "\(result.stdout)")
         #expect(result.stderr.contains("took this process's locks again"), "the run lock was taken again after the restart")
-        let restarted = try PostgresConnection(connectionString: cluster.url)
-        try Harness.expectSameEndState(restarted, try PostgresConnection(connectionString: reference.db.connectionURL), label: "restart")
+        let restarted = try PostgresConnection(connectionString: cluster.url, logger: .postgres)
+        try Harness.expectSameEndState(restarted, try PostgresConnection(connectionString: reference.db.connectionURL, logger: .postgres), label: "restart")
 
         // The same through pg_terminate_backend on the shared cluster: every connection of the
         // run (its pool and its lock connection) cut, twice.
-        let tdb = try PostgresConnection(connectionString: terminated.db.connectionURL)
+        let tdb = try PostgresConnection(connectionString: terminated.db.connectionURL, logger: .postgres)
         let terminatedEnv = terminated.env
         let name = terminated.db.name
         let (victimResult, cuts) = try await OwnThread.run { () throws -> (CLIRunner.Result, Int) in
@@ -231,7 +231,7 @@ struct CrashRecoveryTests {
         var env = outage.env
         env["APPSTORE_MAX_ATTEMPTS"] = "2"
         env["APPSTORE_MAX_RETRY_WAIT"] = "2"
-        let db = try PostgresConnection(connectionString: outage.db.connectionURL)
+        let db = try PostgresConnection(connectionString: outage.db.connectionURL, logger: .postgres)
         let args = ["run", "--as-of", Self.iso(Self.start), "--log-format", "json", "--concurrency", "8", "--batch-size", "4"] + Self.fast
         let ports = first.ports
         let runEnv = env
@@ -291,7 +291,7 @@ enum Harness {
     /// A copy of `source` (which nobody may be connected to) as a new database. Blocking.
     static func clone(_ source: Database, sim: SimulatorProcess) throws -> Database {
         let name = "cw_cli_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
-        let admin = try PostgresConnection(connectionString: source.db.server)
+        let admin = try PostgresConnection(connectionString: source.db.server, logger: .postgres)
         // The backends of the commands that just exited may take a moment to go.
         let deadline = Date().addingTimeInterval(30)
         while true {
@@ -332,7 +332,7 @@ enum Harness {
     /// Waits until no session holds an advisory lock in `db`: the backends of a killed
     /// process are gone (as they are long before the next cron firing). Blocking.
     static func waitForNoAdvisoryLocks(_ db: ScratchDatabase) throws -> Bool {
-        let admin = try PostgresConnection(connectionString: db.server)
+        let admin = try PostgresConnection(connectionString: db.server, logger: .postgres)
         return try waitUntil(timeout: 30) {
             try admin.query("""
                 SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database
@@ -400,7 +400,7 @@ enum Harness {
 
     static func expectSameEndState(_ a: ScratchDatabase, _ b: ScratchDatabase, label: String = "",
                                    sourceLocation: SourceLocation = #_sourceLocation) throws {
-        try expectSameEndState(try PostgresConnection(connectionString: a.connectionURL), try PostgresConnection(connectionString: b.connectionURL),
+        try expectSameEndState(try PostgresConnection(connectionString: a.connectionURL, logger: .postgres), try PostgresConnection(connectionString: b.connectionURL, logger: .postgres),
                                label: label, sourceLocation: sourceLocation)
     }
 

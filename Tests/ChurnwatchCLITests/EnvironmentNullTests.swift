@@ -24,7 +24,7 @@ struct EnvironmentNullTests {
         // The app's own insert: only the id (docs/contracts.md), ON CONFLICT DO NOTHING.
         let ids = try await OwnThread.run { try sim.truth(at: NightlyRunEndToEndTests.iso(start)).keys.sorted() }
         try #require(ids.count == 40)
-        let connection = try PostgresConnection(connectionString: db.connectionURL)
+        let connection = try PostgresConnection(connectionString: db.connectionURL, logger: .postgres)
         for id in ids {
             try connection.execute("INSERT INTO churnwatch.subscriptions (original_transaction_id) VALUES (\(id)) ON CONFLICT DO NOTHING")
         }

@@ -99,7 +99,7 @@ struct InputFaultsCLITests {
         let db = try await Self.migrated()
         defer { db.drop() }
         let env = ["DATABASE_URL": db.connectionURL]
-        try PostgresConnection(connectionString: db.connectionURL).execute(
+        try PostgresConnection(connectionString: db.connectionURL, logger: .postgres).execute(
             "INSERT INTO churnwatch.schema_migrations (name, checksum) VALUES ('9999_from_the_future.sql', 'x')")
         let migrate = try await CLIRunner.run(["migrate"], environment: env)
         #expect(migrate.status == 78, "\(migrate.stdout) \(migrate.stderr)")

@@ -45,7 +45,7 @@ struct NightlyRunEndToEndTests {
         }
 
         func connect() throws -> PostgresConnection {
-            try PostgresConnection(connectionString: db.connectionURL)
+            try PostgresConnection(connectionString: db.connectionURL, logger: .postgres)
         }
 
         /// `churnwatch run` for one simulated night (the simulator's clock set to it first).

@@ -21,13 +21,13 @@ struct PlanningOutageTests {
         let (result, cut) = try await OwnThread.run { () throws -> (CLIRunner.Result, Int) in
             // Planning reads churnwatch.runs first: a lock on it holds the run inside planning,
             // however fast the machine, until every connection of the run has been cut.
-            let blocker = try PostgresConnection(connectionString: world.db.connectionURL)
+            let blocker = try PostgresConnection(connectionString: world.db.connectionURL, logger: .postgres)
             try blocker.execute("BEGIN")
             try blocker.execute("LOCK TABLE churnwatch.runs IN ACCESS EXCLUSIVE MODE")
             let run = try RunningCLI(args, environment: env)
             // Another session watches: inside the blocker's transaction pg_stat_activity would be
             // the snapshot of its first read.
-            let watcher = try PostgresConnection(connectionString: world.db.connectionURL)
+            let watcher = try PostgresConnection(connectionString: world.db.connectionURL, logger: .postgres)
             let waiting = try Harness.waitUntil(timeout: 60) {
                 try watcher.query("""
                     SELECT count(*) FROM pg_stat_activity
@@ -49,7 +49,7 @@ struct PlanningOutageTests {
         #expect(result.stderr.contains("PostgreSQL unavailable: retrying") && result.stderr.contains("\"operation\":\"plan\""),
                 "the outage was noticed while planning: \(result.stderr.suffix(600))")
         #expect(result.stderr.contains("took this process's locks again"), "the run lock was taken again")
-        let db = try PostgresConnection(connectionString: world.db.connectionURL)
+        let db = try PostgresConnection(connectionString: world.db.connectionURL, logger: .postgres)
         let runs = try db.query("SELECT count(*), min(status), sum(due), sum(polled), sum(failed) FROM churnwatch.runs")[0]
         #expect(try runs.decode(Int.self, at: 0) == 1, "planned once")
         #expect(try runs.decode(String.self, at: 1) == "done")

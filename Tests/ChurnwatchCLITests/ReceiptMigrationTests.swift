@@ -46,7 +46,7 @@ struct ReceiptMigrationTests {
         let header = "original_transaction_id,app_account_token,customer_ref,environment,receipt_data\n"
         let (db, env) = try await Self.scratch(sim, csv: header + ",,alone,,\(alone.receipt)\n\(withId.id),,with-id,,\(withId.receipt)\n")
         defer { db.drop() }
-        let connection = try PostgresConnection(connectionString: db.connectionURL)
+        let connection = try PostgresConnection(connectionString: db.connectionURL, logger: .postgres)
         let keys = try connection.query("SELECT original_transaction_id FROM churnwatch.subscriptions ORDER BY customer_ref")
             .map { try $0.decode(String.self, at: 0) }
         #expect(keys.count == 2 && keys[0].hasPrefix("receipt:") && keys[1] == withId.id, "\(keys)")
@@ -87,7 +87,7 @@ struct ReceiptMigrationTests {
         env["APPSTORE_BUNDLE_ID"] = "com.example.another.app"
         let run = try await CLIRunner.run(["run", "--as-of", Self.iso(Self.start), "--log-format", "json"], environment: env)
         #expect(run.status == 0, "\(run.stderr.suffix(600))")
-        let connection = try PostgresConnection(connectionString: db.connectionURL)
+        let connection = try PostgresConnection(connectionString: db.connectionURL, logger: .postgres)
         let sub = try connection.query("SELECT original_transaction_id, last_outcome, last_error, state FROM churnwatch.subscriptions")
         try #require(sub.count == 1)
         #expect(try sub[0].decode(String.self, at: 0).hasPrefix("receipt:"), "the row keeps its placeholder")

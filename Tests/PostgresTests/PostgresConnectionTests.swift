@@ -269,7 +269,7 @@ struct PostgresConnectionTests {
     @Test("an unreachable server fails with one line naming host and port")
     func unreachable() throws {
         do {
-            _ = try PostgresConnection(connectionString: "postgresql://postgres@127.0.0.1:1/x")
+            _ = try PostgresConnection(connectionString: "postgresql://postgres@127.0.0.1:1/x", logger: .postgres)
             Issue.record("connecting to port 1 must fail")
         } catch let e as PostgresError {
             #expect(e.kind == .connectionFailed)

@@ -6,7 +6,7 @@ import Testing
 struct PostgresPoolTests {
     @Test("64 concurrent tasks share a pool of 4 connections; each connection serves one task at a time")
     func concurrentTasks() async throws {
-        let pool = PostgresPool(connectionString: try TestDatabase.url, size: 4)
+        let pool = PostgresPool(connectionString: try TestDatabase.url, size: 4, logger: .postgres)
         let table = "pool_\(UUID().uuidString.prefix(8).lowercased())"
         try await pool.withConnection { db in
             try db.execute("CREATE TABLE \(identifier: table) (task int, pid int, started timestamptz, ended timestamptz)")
@@ -44,7 +44,7 @@ struct PostgresPoolTests {
 
     @Test("a connection killed by the server is noticed and replaced")
     func killedConnectionIsReplaced() async throws {
-        let pool = PostgresPool(connectionString: try TestDatabase.url, size: 1)
+        let pool = PostgresPool(connectionString: try TestDatabase.url, size: 1, logger: .postgres)
         let firstPID = try await pool.withConnection { db in Int(db.backendPID) }
         let admin = try TestDatabase.connect()
         let killed = try admin.query("SELECT pg_terminate_backend(\(Int32(firstPID)))")[0].decode(Bool.self, at: 0)
@@ -77,7 +77,7 @@ struct PostgresPoolTests {
 
     @Test("an unreachable database fails every call with connectionFailed")
     func unreachable() async throws {
-        let pool = PostgresPool(connectionString: "postgresql://postgres@127.0.0.1:1/x", size: 2)
+        let pool = PostgresPool(connectionString: "postgresql://postgres@127.0.0.1:1/x", size: 2, logger: .postgres)
         await #expect(throws: PostgresError.self) {
             try await pool.withConnection { db in try db.execute("SELECT 1") }
         }

@@ -25,11 +25,12 @@ public final class AppStoreServerAPIClient: Sendable {
     ///   - limiter: the shared budget; by default a ``TokenBucketRateLimiter`` with the configured rates.
     ///   - clock: time for tokens, backoff, `Retry-After` and the limiter.
     ///   - random: uniform values in [0, 1) for backoff jitter.
+    ///   - logger: the caller's (retries, rate limits, environment fallbacks).
     public init(
         configuration: AppStoreConfiguration, transport: (any HTTPTransport)? = nil,
         limiter: (any AppStoreRateLimiter)? = nil, clock: any AppStoreClock = SystemClock(),
         random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
-        logger: Logger = Logger(label: "churnwatch.appstore", factory: { _ in SwiftLogNoOpLogHandler() })
+        logger: Logger
     ) {
         self.configuration = configuration
         // The TLS roots were read and parsed when the configuration was loaded; converting them

@@ -1,6 +1,7 @@
 @testable import AppStoreServerAPI
 import Crypto
 import Foundation
+import Logging
 
 enum TestConfiguration {
     static let issuerId = "57246542-96fe-1a63-e053-0824d011072a"
@@ -27,7 +28,7 @@ enum TestConfiguration {
     ) -> AppStoreServerAPIClient {
         AppStoreServerAPIClient(
             configuration: make(pki: pki, key: key, environment: environment, retry: retry, limits: limits),
-            transport: transport, clock: clock, random: { unit })
+            transport: transport, clock: clock, random: { unit }, logger: .silent)
     }
 }
 
@@ -53,4 +54,10 @@ struct Responses {
             revision: "rev-\(page + 1)", hasMore: page + 1 < pages, bundleId: Payloads.bundleId, appAppleId: 1_234_567_890,
             rawEnvironment: environment.rawValue, signedTransactions: signed)
     }
+}
+
+extension Logger {
+    /// For clients whose log lines a test does not look at (the client takes its logger from
+    /// the caller).
+    static let silent = Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() })
 }

@@ -1,4 +1,3 @@
-import ChurnStore
 import Foundation
 import Logging
 import Postgres
@@ -6,7 +5,9 @@ import Postgres
 /// The advisory locks one process holds while it works a run, on a connection of their own:
 /// its worker lock (always) and the run lock of its kind (the owner). After that connection
 /// was lost (a PostgreSQL restart, a terminated backend), `keep()` takes them again on a new one.
-final class RunLocks: @unchecked Sendable {
+/// Opened with ``ChurnStore/runLocksOpen(logger:)``; the keys are ``ChurnStore/workerLockKey(_:)``
+/// and ``ChurnStore/runLockKey(_:)``.
+public final class RunLocks: @unchecked Sendable {
     private let pool: PostgresPool
     private let logger: Logger
     private let lock = NSLock()
@@ -19,7 +20,7 @@ final class RunLocks: @unchecked Sendable {
     }
 
     /// Takes `key` without waiting; true when granted (and kept from then on).
-    func take(_ key: Int64, name: String) async throws -> Bool {
+    public func take(_ key: Int64, name: String) async throws -> Bool {
         let (got, pid) = try await pool.withConnection { c in (try c.tryAdvisoryLock(key), c.backendPID) }
         lock.withLock {
             if got { held[key] = name }
@@ -29,12 +30,12 @@ final class RunLocks: @unchecked Sendable {
     }
 
     /// Whether this process holds `key` (as far as it knows: ``keep()`` finds out after a restart).
-    func holds(_ key: Int64) -> Bool { lock.withLock { held[key] != nil } }
+    public func holds(_ key: Int64) -> Bool { lock.withLock { held[key] != nil } }
 
     /// Checks the lock connection; on a new connection, takes every lock again. False when the
     /// lock connection could not be reached (nothing is known then).
     @discardableResult
-    func keep() async -> Bool {
+    public func keep() async -> Bool {
         let (wanted, known) = lock.withLock { (held, backend) }
         do {
             let (pid, lost) = try await pool.withConnection { c -> (Int32, [Int64]) in
@@ -64,5 +65,13 @@ final class RunLocks: @unchecked Sendable {
         }
     }
 
-    func close() async { await pool.close() }
+    public func close() async { await pool.close() }
+}
+
+extension ChurnStore {
+    /// A connection of its own, to the same database, for the advisory locks a process holds
+    /// while it works a run (``RunLocks``). `logger` gets its lines (reconnected, lost a lock).
+    public func runLocksOpen(logger: Logger) -> RunLocks {
+        RunLocks(store: self, logger: logger)
+    }
 }

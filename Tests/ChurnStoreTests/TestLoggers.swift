@@ -1,0 +1,8 @@
+import Logging
+
+/// The loggers the libraries take from their callers, with the labels churnwatch gives them.
+extension Logger {
+    static let postgres = Logger(label: "churnwatch.postgres")
+    static let store = Logger(label: "churnwatch.store")
+    static let migrate = Logger(label: "churnwatch.migrate")
+}
