@@ -1,18 +1,18 @@
 import Foundation
 import Logging
 import Postgres
+import Synchronization
 
 /// The advisory locks one process holds while it works a run, on a connection of their own:
 /// its worker lock (always) and the run lock of its kind (the owner). After that connection
 /// was lost (a PostgreSQL restart, a terminated backend), `keep()` takes them again on a new one.
 /// Opened with ``ChurnStore/runLocksOpen(logger:)``; the keys are ``ChurnStore/workerLockKey(_:)``
 /// and ``ChurnStore/runLockKey(_:)``.
-public final class RunLocks: @unchecked Sendable {
+public final class RunLocks: Sendable {
     private let pool: PostgresPool
     private let logger: Logger
-    private let lock = NSLock()
-    private var held: [Int64: String] = [:]
-    private var backend: Int32 = 0
+    /// The locks held (key → name) and the backend they are held on.
+    private let state = Mutex<(held: [Int64: String], backend: Int32)>(([:], 0))
 
     init(store: ChurnStore, logger: Logger) {
         pool = PostgresPool(connectionString: store.pool.connectionString, overrides: store.pool.overrides, size: 1, logger: logger)
@@ -22,21 +22,21 @@ public final class RunLocks: @unchecked Sendable {
     /// Takes `key` without waiting; true when granted (and kept from then on).
     public func take(_ key: Int64, name: String) async throws -> Bool {
         let (got, pid) = try await pool.withConnection { c in (try c.tryAdvisoryLock(key), c.backendPID) }
-        lock.withLock {
-            if got { held[key] = name }
-            backend = pid
+        state.withLock {
+            if got { $0.held[key] = name }
+            $0.backend = pid
         }
         return got
     }
 
     /// Whether this process holds `key` (as far as it knows: ``keep()`` finds out after a restart).
-    public func holds(_ key: Int64) -> Bool { lock.withLock { held[key] != nil } }
+    public func holds(_ key: Int64) -> Bool { state.withLock { $0.held[key] != nil } }
 
     /// Checks the lock connection; on a new connection, takes every lock again. False when the
     /// lock connection could not be reached (nothing is known then).
     @discardableResult
     public func keep() async -> Bool {
-        let (wanted, known) = lock.withLock { (held, backend) }
+        let (wanted, known) = state.withLock { ($0.held, $0.backend) }
         do {
             let (pid, lost) = try await pool.withConnection { c -> (Int32, [Int64]) in
                 try c.ping()
@@ -46,9 +46,9 @@ public final class RunLocks: @unchecked Sendable {
                 return (c.backendPID, lost)
             }
             guard pid != known else { return true }
-            lock.withLock {
-                backend = pid
-                for key in lost { held[key] = nil }
+            state.withLock {
+                $0.backend = pid
+                for key in lost { $0.held[key] = nil }
             }
             if lost.isEmpty {
                 logger.notice("reconnected: took this process's locks again")

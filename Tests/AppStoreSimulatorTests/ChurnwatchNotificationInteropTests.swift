@@ -1,6 +1,7 @@
 import AppStoreModels
 import AppStoreServerAPI
 import Foundation
+import Logging
 import Testing
 import X509
 @testable import AppStoreSimulator
@@ -14,7 +15,7 @@ import X509
         let sim = try await SimHarness.start(subscribers: 800) { $0.sandboxShare = 0.2 }
         defer { Task { try? await sim.stop() } }
         _ = try await sim.post("/_sim/clock?advance=6d")
-        let client = AppStoreServerAPIClient(configuration: try ChurnwatchInteropTests().configuration(sim))
+        let client = AppStoreServerAPIClient(configuration: try ChurnwatchInteropTests().configuration(sim), logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
         let start = sim.now - 10 * Self.day
         let request = NotificationHistoryRequest(startDate: EpochMilliseconds(start), endDate: EpochMilliseconds(sim.now))
         for env in [AppStoreEnvironment.production, .sandbox] {
@@ -44,7 +45,7 @@ import X509
         options.faultKinds = [kind]
         let sim = try await SimHarness.start(subscribers: 100, options: options)
         defer { Task { try? await sim.stop() } }
-        let client = AppStoreServerAPIClient(configuration: try ChurnwatchInteropTests().configuration(sim))
+        let client = AppStoreServerAPIClient(configuration: try ChurnwatchInteropTests().configuration(sim), logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
         let request = NotificationHistoryRequest(startDate: EpochMilliseconds(sim.now - 20 * Self.day), endDate: EpochMilliseconds(sim.now))
         let page = try #require(await client.notificationHistoryPage(request).value)
         let signed = try #require(page.records.first?.signedPayload)

@@ -1,4 +1,4 @@
-import ChurnStore
+@testable import ChurnStore
 import Foundation
 import Postgres
 import Testing
@@ -19,7 +19,7 @@ struct FailureClassTests {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
             let all = try ProjectMigrations.load()
-            try Migrator(migrations: all.filter { $0.name < "0010" }).migrate(db)
+            try Migrator(migrations: all.filter { $0.name < "0010" }, logger: .migrate).migrate(db)
             let run = try db.query("INSERT INTO churnwatch.runs (kind, as_of) VALUES ('nightly', now()) RETURNING id")[0].decode(Int64.self, at: 0)
             for (i, r) in Self.reasons.enumerated() {
                 try db.execute("""
@@ -28,7 +28,7 @@ struct FailureClassTests {
                     """)
             }
             try db.execute("INSERT INTO churnwatch.run_items (run_id, original_transaction_id, reason, status, outcome) VALUES (\(run), 'done', 'new', 'done', 'ok')")
-            try Migrator(migrations: all).migrate(db)
+            try Migrator(migrations: all, logger: .migrate).migrate(db)
             for (i, r) in Self.reasons.enumerated() {
                 let stored = try db.query("SELECT failure_class FROM churnwatch.run_items WHERE original_transaction_id = \(String(i))")[0]
                     .decode(String?.self, at: 0)
@@ -42,7 +42,7 @@ struct FailureClassTests {
     func resumeAndRetryRoundsSwitchOnTheClass() async throws {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
-            try Migrator(migrations: try ProjectMigrations.load()).migrate(db)
+            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
             let run = try db.query("INSERT INTO churnwatch.runs (kind, as_of) VALUES ('nightly', now()) RETURNING id")[0].decode(Int64.self, at: 0)
             for c in ItemFailureClass.allCases {
                 // The reason's prose says nothing: only the class may decide.
@@ -51,7 +51,7 @@ struct FailureClassTests {
                     VALUES (\(run), \(c.rawValue), 'new', 'failed', 'no prefix here', \(c.rawValue))
                     """)
             }
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             func pending() throws -> Set<String> {
                 Set(try db.query("SELECT original_transaction_id FROM churnwatch.run_items WHERE status = 'pending' AND failure_class IS NULL AND outcome IS NULL")
                     .map { try $0.decode(String.self, at: 0) })

@@ -75,7 +75,7 @@ struct PollStatementsTests {
         let f = TransactionFacts(originalTransactionId: "1", transactionId: id, productId: "pro.monthly", purchaseDate: t0 - 10 * day,
                                  expiresDate: expires, signedDate: signed)
         var c = TransactionColumns()
-        c.append(TransactionRecord(facts: f, payload: PostgresJSON(text: "{}")))
+        c.append(TransactionRecord(facts: f, payload: StoredJSON.emptyObject))
         return c
     }
 

@@ -1,5 +1,5 @@
 import ChurnModel
-import ChurnStore
+@testable import ChurnStore
 import Foundation
 import Postgres
 import Testing
@@ -12,8 +12,8 @@ struct RevenueAtRiskTests {
     func sameSegments() async throws {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
-            try Migrator(migrations: try ProjectMigrations.load()).migrate(db)
-            let store = ChurnStore(pool: fresh.pool(size: 1))
+            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             let asOf = Date(timeIntervalSince1970: 1_795_255_200)
             // Two priced subscriptions in every segment, so any segment either query lets in shows.
             for (k, segment) in Segment.allCases.enumerated() {
