@@ -193,10 +193,11 @@ let package = Package(
         // The run engine's pure rules (no database, no clock).
         .testTarget(name: "PollingTests", dependencies: ["Polling"]),
         // Runs the built churnwatch binary as operators do (exit codes, output).
-        // Runs the built churnwatch and appstore-sim binaries as operators do.
+        // Runs the built churnwatch and appstore-sim binaries as operators do (and the run
+        // engine in-process on a test clock).
         .testTarget(
             name: "ChurnwatchCLITests",
-            dependencies: ["churnwatch", "appstore-sim", "Postgres", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["churnwatch", "appstore-sim", "Polling", "ChurnStore", "AppStoreServerAPI", "Postgres", .product(name: "Logging", package: "swift-log")]
         ),
     ],
     swiftLanguageModes: [.v6]
