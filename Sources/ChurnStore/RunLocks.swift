@@ -65,7 +65,18 @@ public final class RunLocks: Sendable {
         }
     }
 
-    public func close() async { await pool.close() }
+    /// Releases every lock this process holds (at once, not when the server notices the
+    /// closed connection) and closes the lock connection.
+    public func close() async {
+        let held = state.withLock { state -> [Int64] in
+            defer { state.held = [:] }
+            return Array(state.held.keys)
+        }
+        if !held.isEmpty {
+            _ = try? await pool.withConnection { c in for key in held { _ = try c.advisoryUnlock(key) } }
+        }
+        await pool.close()
+    }
 }
 
 extension ChurnStore {

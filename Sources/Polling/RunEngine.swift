@@ -128,11 +128,23 @@ public final class RunEngine: Sendable {
     /// nights first, then tonight's (``NightlyQueue``); the outcome is the last one's, and the
     /// runs closed before it are in ``closedEarlier``.
     public func run(progress: (@Sendable (RunProgressReport) -> Void)? = nil) async throws -> RunOutcome {
-        let kind = options.kind
         // This process's locks live on a connection of their own for the whole run: its worker
-        // lock (others see it is alive) and, for the owner, the run lock of its kind.
+        // lock (others see it is alive) and, for the owner, the run lock of its kind. They are
+        // released before `run` returns, so a run started right after this one (another
+        // process, or the next invocation of a cron job) is never told "in progress" by them.
         let locks = store.runLocksOpen(logger: logger)
-        defer { Task { await locks.close() } }
+        do {
+            let outcome = try await run(holding: locks, progress: progress)
+            await locks.close()
+            return outcome
+        } catch {
+            await locks.close()
+            throw error
+        }
+    }
+
+    private func run(holding locks: RunLocks, progress: (@Sendable (RunProgressReport) -> Void)?) async throws -> RunOutcome {
+        let kind = options.kind
         _ = try await locks.take(ChurnStore.workerLockKey(options.workerName), name: "worker")
         if options.join { return try await joinRuns(locks: locks, progress: progress) }
         guard try await locks.take(ChurnStore.runLockKey(kind), name: "\(kind.rawValue) run") else {
