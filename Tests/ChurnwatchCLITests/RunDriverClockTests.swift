@@ -29,7 +29,7 @@ struct RunDriverClockTests {
     typealias World = NightlyRunEndToEndTests.World
     static let start = NightlyRunEndToEndTests.start
 
-    @Test("the time budget is the injected clock's: an hour on it interrupts the run; the next run resumes, polling each subscription once")
+    @Test("the time budget is the injected clock's: an hour on it interrupts the run; the next run resumes it, polling each subscription not yet written once")
     func timeBudgetOnTheInjectedClock() async throws {
         let world = try await World.make(subscribers: 1000, seed: 43, simFlags: ["--receipt-share", "0"])
         defer { world.close() }
@@ -57,6 +57,9 @@ struct RunDriverClockTests {
         let due = try db.query("SELECT count(*) FROM churnwatch.run_items WHERE run_id = \(runId)")[0].decode(Int.self, at: 0)
         #expect(polledFirst < due, "the whole run was polled within an hour on the test clock: \(polledFirst) of \(due)")
         #expect(due == 1000, "every never-polled subscription is due on the first night")
+        // On this clock the shutdown grace passes at once too, so a batch in flight when the budget
+        // ended may be given up after its calls were made (and polled again by the resume).
+        let callsFirst = try world.sim.stats().requests["subscriptions"]?.values.reduce(0, +) ?? 0
 
         // The CLI resumes the same run on the wall clock and finishes it.
         let r = try await world.night(Self.start)
@@ -66,6 +69,7 @@ struct RunDriverClockTests {
         #expect(items.count == 1 && items.first?.0 == "done" && items.first?.1 == due, "\(items)")
         #expect(try db.query("SELECT count(*) FROM churnwatch.runs")[0].decode(Int.self, at: 0) == 1, "resumed, not planned again")
         let statusCalls = try world.sim.stats().requests["subscriptions"]?.values.reduce(0, +) ?? 0
-        #expect(statusCalls == due, "each subscription's status read once across both processes: \(statusCalls) calls for \(due)")
+        #expect(statusCalls - callsFirst == due - polledFirst,
+                "the resume reads the status of each subscription not yet written, once: \(statusCalls - callsFirst) calls for \(due - polledFirst)")
     }
 }
