@@ -56,13 +56,7 @@ import X509
             #expect(t.transactionReason == nil)
             #expect(t.rawTransactionReason == "RENEWAL_EXTENDED_FUTURE")
         } catch {
-            switch (kind, error) {
-            case (.rogueChain, .untrustedChain), (.foreignBundle, .bundleIdMismatch): break
-            case (.truncatedJWS, .notThreeParts), (.truncatedJWS, .invalidBase64URL), (.truncatedJWS, .malformedPayload),
-                (.truncatedJWS, .malformedHeader):
-                break
-            default: Issue.record("\(kind): unexpected \(error)")
-            }
+            ChurnwatchInteropTests.expectRejectionFits(kind, error)
         }
     }
 
@@ -104,5 +98,18 @@ import X509
         #expect(s.environment == .sandbox)
         #expect(s.response.status == 0)
         #expect(s.response.pendingRenewalInfo?.contains { $0.originalTransactionId == pop.originalTransactionId(sandbox) } == true)
+    }
+
+    /// A payload fault is rejected for its own reason: a rogue chain as untrusted, a foreign
+    /// bundle as a mismatch, a truncated JWS as unparseable.
+    static func expectRejectionFits(_ kind: PayloadFault, _ error: JWSVerificationFailure,
+                                    sourceLocation: SourceLocation = #_sourceLocation) {
+        switch (kind, error) {
+        case (.rogueChain, .untrustedChain), (.foreignBundle, .bundleIdMismatch): break
+        case (.truncatedJWS, .notThreeParts), (.truncatedJWS, .invalidBase64URL), (.truncatedJWS, .malformedPayload),
+            (.truncatedJWS, .malformedHeader):
+            break
+        default: Issue.record("\(kind): unexpected \(error)", sourceLocation: sourceLocation)
+        }
     }
 }
