@@ -270,8 +270,9 @@ private struct Diff {
         } else if c.rawPriceIncreaseStatus == accepted, p.rawPriceIncreaseStatus != accepted {
             emit(.priceIncreaseAccepted, at: nil, basis: "detected", details)
         } else if p.rawPriceIncreaseStatus == pending, c.rawPriceIncreaseStatus == nil,
-                  newTransaction, c.state == .active {
-            // It renewed at the new price: consent was given before the renewal.
+                  newTransaction, c.state == .active, c.productId == p.productId {
+            // It renewed at the new price: consent was given before the renewal. (A move to
+            // another product also ends the increase, without consent to it.)
             emit(.priceIncreaseAccepted, at: c.periodStart, basis: "purchaseDate", details)
         }
     }

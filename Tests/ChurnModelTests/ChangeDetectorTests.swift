@@ -55,6 +55,9 @@ struct ChangeDetectorTests {
              after: Apple().with { $0.renewal?.priceIncreaseStatus = 1 }, afterAt: day(3), events: [.priceIncreaseAccepted]),
         Case(name: "price_increase_accepted: renewed at the new price", before: ChangeDetectorTests.priceIncreasePending, beforeAt: day(29),
              after: ChangeDetectorTests.priceIncreasePending.newPeriod(2, at: day(30)), afterAt: day(31), events: [.renewed, .priceIncreaseAccepted]),
+        Case(name: "an upgrade while a price increase awaits consent ends it without consent", before: ChangeDetectorTests.priceIncreasePending,
+             beforeAt: day(9), after: ChangeDetectorTests.priceIncreasePending.newPeriod(2, at: day(10), product: "premium.monthly", reason: "PURCHASE"),
+             afterAt: day(11), events: [.planChanged]),
         Case(name: "resubscribed", before: Apple().expired(intent: 1), beforeAt: day(31),
              after: Apple().newPeriod(2, at: day(40), reason: "PURCHASE"), afterAt: day(41), events: [.resubscribed]),
 
