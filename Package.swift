@@ -85,6 +85,7 @@ let package = Package(
             name: "ChurnStore",
             dependencies: [
                 "Postgres",
+                "AppStoreModels",
                 "ChurnModel",
                 "ChurnReport",
                 .product(name: "Logging", package: "swift-log"),
@@ -191,7 +192,7 @@ let package = Package(
             dependencies: ["ChurnStore", "ChurnReport", "ChurnModel", "Postgres", .product(name: "Logging", package: "swift-log")]
         ),
         // The run engine's pure rules (no database, no clock).
-        .testTarget(name: "PollingTests", dependencies: ["Polling"]),
+        .testTarget(name: "PollingTests", dependencies: ["Polling", "ChurnStore", "ChurnModel", "AppStoreServerAPI", "AppStoreModels"]),
         // Runs the built churnwatch binary as operators do (exit codes, output).
         // Runs the built churnwatch and appstore-sim binaries as operators do (and the run
         // engine in-process on a test clock).

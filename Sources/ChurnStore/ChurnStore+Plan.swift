@@ -24,6 +24,7 @@ extension ChurnStore {
         let retryFrom = asOf.addingTimeInterval(-(w.billingRetryLimit + w.lapsed))
         let recent = asOf.addingTimeInterval(-w.minInterval)
         let notRecent: PostgresQuery = "(last_success_at IS NULL OR last_success_at < \(recent))"
+        if w.feedDriven { return feedDueRules(asOf: asOf, windows: w) }
         return [
             (.new, "last_success_at IS NULL AND (last_polled_at IS NULL OR last_polled_at < \(recent) OR last_outcome = 'failed')"),
             (.failed, "last_outcome = 'failed'"),
@@ -34,6 +35,37 @@ extension ChurnStore {
                 """),
             (.periodEnd, "expires_at BETWEEN \(lapsedFrom) AND \(endUntil) AND \(notRecent)"),
             (.periodStart, "period_start BETWEEN \(startFrom) AND \(asOf) AND \(notRecent)"),
+            (.stale, "last_success_at < \(staleBefore)"),
+        ]
+    }
+
+    /// The reasons a plan by the change feed has, in priority order.
+    public static let feedReasons: [DueReason] = [.new, .failed, .billingNoNews, .periodEndUnnotified, .stale]
+
+    /// The due rules when the change feed is live: new, failed and stale as without it; the
+    /// date windows (period start and end, at risk, billing trouble by date) give way to the
+    /// places where the feed is silent and should not be: a stored period that ended (more than
+    /// `feedLag` ago) with no renewal or expiry since, however long ago (a state the first sync
+    /// took from an old notification is checked once), and billing trouble with no news for
+    /// `lapsed` or a grace period that ended unnotified. A subscription the feed keeps current
+    /// is not polled for its dates; `minInterval` keeps a contradiction Apple keeps answering
+    /// (a lagging status) to one poll a night.
+    static func feedDueRules(asOf: Date, windows w: PlanWindows) -> [(reason: DueReason, condition: PostgresQuery)] {
+        let staleBefore = asOf.addingTimeInterval(-w.staleAfter)
+        let ended = asOf.addingTimeInterval(-w.feedLag)
+        let noNewsSince = asOf.addingTimeInterval(-w.lapsed)
+        let recent = asOf.addingTimeInterval(-w.minInterval)
+        // Polled, not merely told: a state the feed wrote counts as no poll.
+        let notPolled: PostgresQuery = "(last_polled_at IS NULL OR last_polled_at < \(recent))"
+        return [
+            (.new, "last_success_at IS NULL AND (last_polled_at IS NULL OR last_polled_at < \(recent) OR last_outcome = 'failed')"),
+            (.failed, "last_outcome = 'failed'"),
+            (.billingNoNews, """
+                state IN ('billing_retry', 'grace_period') AND \(notPolled)
+                AND (signed_date IS NULL OR signed_date < \(noNewsSince)
+                     OR (state = 'grace_period' AND grace_period_expires_at < \(ended)))
+                """),
+            (.periodEndUnnotified, "state = 'active' AND expires_at < \(ended) AND \(notPolled)"),
             (.stale, "last_success_at < \(staleBefore)"),
         ]
     }

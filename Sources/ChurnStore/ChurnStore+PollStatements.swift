@@ -10,8 +10,15 @@ extension ChurnStore {
     /// bookkeeping only). `ids` and `environments` are every polled subscription; `sc` the fresh
     /// ones. Returns how many subscriptions were written.
     static func subscriptionsWritePolled(_ db: PostgresConnection, _ sc: SubscriptionColumns, ids: [String],
-                                         environments: [String], detectedAt: Date) throws -> Int {
+                                         environments: [String], detectedAt: Date, polled: Bool = true,
+                                         established: [String] = []) throws -> Int {
         guard !ids.isEmpty else { return 0 }
+        // The change feed's observations count as a verified answer but not as a poll:
+        // last_polled_at stays the poller's, and so does established_at but where the first
+        // sync establishes a state (`established`); a poll clears it.
+        let polledAt: PostgresQuery = polled ? "\(detectedAt)" : "s.last_polled_at"
+        let establishedAt: PostgresQuery = polled ? "NULL"
+            : "CASE WHEN s.original_transaction_id = ANY(\(established)::text[]) THEN \(detectedAt) ELSE s.established_at END"
         return try db.query("""
             WITH fresh AS (
                 UPDATE churnwatch.subscriptions AS s SET
@@ -24,8 +31,8 @@ extension ChurnStore {
                     offer_type = u.offer_type, latest_transaction_id = u.latest_tx, signed_date = u.signed_date,
                     snapshot = u.snapshot, history_revision = coalesce(u.history_revision, s.history_revision),
                     receipt_latest = coalesce(u.receipt_latest, s.receipt_latest), updated_at = now(),
-                    environment = u.environment, last_polled_at = \(detectedAt), last_success_at = \(detectedAt),
-                    last_outcome = 'ok', last_error = NULL, consecutive_failures = 0
+                    environment = u.environment, last_polled_at = \(polledAt), last_success_at = \(detectedAt),
+                    last_outcome = 'ok', last_error = NULL, consecutive_failures = 0, established_at = \(establishedAt)
                 FROM unnest(\(sc.ids)::text[], \(sc.productIds)::text[], \(sc.groupIds)::text[], \(sc.states)::text[],
                             \(sc.appleStatuses)::int[], \(sc.periodStarts)::timestamptz[], \(sc.expiresAts)::timestamptz[],
                             \(sc.autoRenews)::bool[], \(sc.autoRenewProducts)::text[], \(sc.inRetry)::bool[],
@@ -42,7 +49,7 @@ extension ChurnStore {
                 RETURNING s.original_transaction_id
             ), rest AS (
                 UPDATE churnwatch.subscriptions AS s SET
-                    environment = u.environment, last_polled_at = \(detectedAt), last_success_at = \(detectedAt),
+                    environment = u.environment, last_polled_at = \(polledAt), last_success_at = \(detectedAt),
                     last_outcome = 'ok', last_error = NULL, consecutive_failures = 0
                 FROM unnest(\(ids)::text[], \(environments)::text[]) AS u(id, environment)
                 WHERE s.original_transaction_id = u.id
@@ -95,7 +102,7 @@ extension ChurnStore {
 
     /// Appends detected events; one already recorded (same subscription, event and moment) is
     /// not added again. Returns how many were added.
-    static func churnEventsInsert(_ db: PostgresConnection, _ ec: EventColumns, runId: Int64, detectedAt: Date) throws -> Int {
+    static func churnEventsInsert(_ db: PostgresConnection, _ ec: EventColumns, runId: Int64?, detectedAt: Date) throws -> Int {
         guard !ec.ids.isEmpty else { return 0 }
         return try db.execute("""
             INSERT INTO churnwatch.churn_events (original_transaction_id, event, occurred_at, detected_at, run_id, details)
@@ -133,7 +140,7 @@ extension ChurnStore {
 
     /// Win-back entries (pending or claimed) whose reason no longer holds become obsolete, with
     /// why appended to their reason. Returns how many.
-    static func winbackObsolete(_ db: PostgresConnection, _ oc: ObsoleteColumns, runId: Int64) throws -> Int {
+    static func winbackObsolete(_ db: PostgresConnection, _ oc: ObsoleteColumns, runId: Int64?) throws -> Int {
         guard !oc.ids.isEmpty else { return 0 }
         return try db.execute("""
             UPDATE churnwatch.winback_queue AS w SET status = 'obsolete', obsoleted_run_id = \(runId),
@@ -147,7 +154,7 @@ extension ChurnStore {
 
     /// New win-back entries, at most one per subscription, campaign and episode. Returns how many
     /// were created.
-    static func winbackInsert(_ db: PostgresConnection, _ qc: WinbackColumns, runId: Int64) throws -> Int {
+    static func winbackInsert(_ db: PostgresConnection, _ qc: WinbackColumns, runId: Int64?) throws -> Int {
         guard !qc.ids.isEmpty else { return 0 }
         return try db.execute("""
             INSERT INTO churnwatch.winback_queue (original_transaction_id, app_account_token, customer_ref, campaign,
@@ -164,7 +171,7 @@ extension ChurnStore {
     }
 
     /// Payloads that failed verification, kept for diagnosis. Returns how many.
-    static func quarantineInsert(_ db: PostgresConnection, _ qc: QuarantineColumns, runId: Int64) throws -> Int {
+    static func quarantineInsert(_ db: PostgresConnection, _ qc: QuarantineColumns, runId: Int64?) throws -> Int {
         guard !qc.ids.isEmpty else { return 0 }
         return try db.execute("""
             INSERT INTO churnwatch.quarantine (original_transaction_id, run_id, endpoint, reason, payload)

@@ -14,6 +14,10 @@ extension ChurnStore {
         PostgresAdvisoryLockKey.named("churnwatch.run.\(kind.rawValue)")
     }
 
+    /// The advisory lock a sync of the change feed holds (one sync at a time: `run`'s, or
+    /// `notifications sync`'s).
+    public static let feedLockKey = PostgresAdvisoryLockKey.named("churnwatch.feed")
+
     /// The advisory lock a worker process holds while it lives.
     public static func workerLockKey(_ worker: String) -> Int64 {
         PostgresAdvisoryLockKey.named("churnwatch.worker.\(worker)")

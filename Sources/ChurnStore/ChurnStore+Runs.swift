@@ -36,6 +36,9 @@ public struct ClaimedItem: Sendable {
     public var historyRevision: String?
     /// Live win-back episodes (pending or claimed) of this subscription.
     public var liveEpisodes: [WinbackEpisode]
+    /// Set when the stored state was established by the change feed's first sync and not
+    /// polled since: events dated at or before it are not written (`subscriptions.established_at`).
+    public var establishedAt: Date? = nil
 }
 
 /// Progress of a run, from its items.
@@ -302,7 +305,7 @@ extension ChurnStore {
         )
         SELECT c.original_transaction_id, c.reason, c.attempts, c.priority, s.environment, s.receipt_data,
                s.app_account_token, s.customer_ref, s.snapshot, s.latest_transaction_id, s.history_revision,
-               g.segment, g.segment_since,
+               s.established_at, g.segment, g.segment_since,
                (SELECT coalesce(array_agg(w.campaign || ' ' || w.episode), '{}') FROM churnwatch.winback_queue w
                  WHERE w.original_transaction_id = c.original_transaction_id AND w.status IN ('pending', 'claimed')) AS live
         FROM claimed c
@@ -336,7 +339,8 @@ extension ChurnStore {
             segment: segment,
             latestTransactionId: try row.decode(String?.self, "latest_transaction_id"),
             historyRevision: try row.decode(String?.self, "history_revision"),
-            liveEpisodes: live)
+            liveEpisodes: live,
+            establishedAt: try row.decode(Date?.self, "established_at"))
     }
 
     /// Gives claimed items back (graceful shutdown before they were polled).

@@ -16,6 +16,13 @@ public struct PlanWindows: Sendable, Equatable, Codable {
     /// (so a second run on the same night spends nothing). New, failed, billing trouble and
     /// at-risk subscriptions are not held back by it beyond this.
     public var minInterval: TimeInterval = 12 * 3600
+    /// The change feed is live (a sync read Apple's notification history up to the run, and
+    /// the database has seen notifications): the date windows give way to the feed's safety
+    /// net (``DueReason/periodEndUnnotified``, ``DueReason/billingNoNews``). Set by the run, not a flag.
+    public var feedDriven = false
+    /// With the feed: a period that ended less than this ago is not yet suspicious (Apple files
+    /// some notifications late).
+    public var feedLag: TimeInterval = 3600
 
     public init() {}
 
@@ -80,10 +87,19 @@ public enum DueReason: String, Sendable, CaseIterable, Codable {
     case new
     case failed
     case billingTrouble = "billing_trouble"
+    /// With the feed: billing trouble the feed has said nothing about for `lapsed`, or a grace
+    /// period that ended with no notification.
+    case billingNoNews = "billing_no_news"
     case atRisk = "at_risk"
     case periodEnd = "period_end"
+    /// With the feed: the stored period ended (more than `feedLag` ago) and no renewal or
+    /// expiry was notified.
+    case periodEndUnnotified = "period_end_unnotified"
     case periodStart = "period_start"
     case stale
+
+    /// Planned because the change feed is silent where it should have spoken.
+    public var feedDriven: Bool { self == .billingNoNews || self == .periodEndUnnotified }
 
     public var priority: Int16 { Int16(Self.allCases.firstIndex(of: self)! + 1) }
 }

@@ -125,9 +125,9 @@ struct WinbackColumns {
 }
 
 struct QuarantineColumns {
-    var ids: [String] = [], endpoints: [String] = [], reasons: [String] = [], payloads: [String] = []
+    var ids: [String?] = [], endpoints: [String] = [], reasons: [String] = [], payloads: [String] = []
 
-    mutating func append(_ id: String, _ q: QuarantinedPayload) {
+    mutating func append(_ id: String?, _ q: QuarantinedPayload) {
         ids.append(id)
         endpoints.append(q.endpoint)
         reasons.append(q.reason)

@@ -29,6 +29,12 @@ public final class RunLocks: Sendable {
         return got
     }
 
+    /// Releases `key` if this process holds it (the change feed's lock, after its sync).
+    public func release(_ key: Int64) async {
+        guard state.withLock({ $0.held.removeValue(forKey: key) }) != nil else { return }
+        _ = try? await pool.withConnection { c in try c.advisoryUnlock(key) }
+    }
+
     /// Whether this process holds `key` (as far as it knows: ``keep()`` finds out after a restart).
     public func holds(_ key: Int64) -> Bool { state.withLock { $0.held[key] != nil } }
 

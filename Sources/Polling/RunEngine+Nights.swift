@@ -9,7 +9,9 @@ extension RunEngine {
     /// Tonight's plan leaves out what is still open in the earlier runs: those subscriptions are
     /// polled there, tonight, before tonight's run, and not twice.
     func runNights(locks: RunLocks, progress: (@Sendable (RunProgressReport) -> Void)?) async throws -> RunOutcome {
-        guard let plan = try await planNights(locks: locks) else {
+        var windows = options.windows
+        if let feed = options.feed { windows.feedDriven = try await syncFeed(feed, locks: locks) }
+        guard let plan = try await planNights(locks: locks, windows: windows) else {
             return .anotherRunInProgress(runId: try await store.runFindUnfinished(kind: .nightly)?.id)
         }
         let (runs, tonight, recovered) = (plan.runs, plan.tonight, plan.recovered)
@@ -49,18 +51,18 @@ extension RunEngine {
     /// is safe to repeat from the start (a plan of tonight that did commit is found and resumed,
     /// never planned twice), and every attempt first makes sure the run lock is still this
     /// process's (a restart drops it). nil: another process took the lock meanwhile.
-    func planNights(locks: RunLocks) async throws -> NightPlan? {
+    func planNights(locks: RunLocks, windows: PlanWindows) async throws -> NightPlan? {
         let runLock = ChurnStore.runLockKey(.nightly)
         return try await persist("plan") { () async throws -> NightPlan? in
             guard await locks.keep() else {
                 throw DatabaseConnectionProblem.lostError("the lock connection is not back yet")
             }
             guard locks.holds(runLock) else { return nil }
-            return try await self.planNightsOnce()
+            return try await self.planNightsOnce(windows: windows)
         }
     }
 
-    private func planNightsOnce() async throws -> NightPlan {
+    private func planNightsOnce(windows: PlanWindows) async throws -> NightPlan {
         let unfinished = try await store.runFindUnfinishedAll(kind: .nightly)
         let queue = NightlyQueue.decide(unfinished: unfinished.map { .init(runId: $0.id, asOf: $0.asOf) }, tonight: options.asOf)
         var runs = queue.resume.compactMap { id in unfinished.first { $0.id == id } }
@@ -69,7 +71,7 @@ extension RunEngine {
         var recovered: [Int64: Int] = [:]
         for run in runs { recovered[run.id] = try await recoverItems(run) }
         guard queue.planTonight else { return NightPlan(runs: runs, tonight: nil, recovered: recovered) }
-        let (created, byReason) = try await store.runCreateNightly(asOf: options.asOf, windows: options.windows, params: options.params,
+        let (created, byReason) = try await store.runCreateNightly(asOf: options.asOf, windows: windows, params: options.params,
                                                                    behind: runs.map(\.id))
         logger.info("planned run", metadata: [
             "run": "\(created.id)", "due": "\(created.due)",

@@ -16,6 +16,8 @@ extension RunEngine {
         var failure: (any Error)?
         /// Runs closed before the current one (earlier nights).
         var closedEarlier: [RunSummary] = []
+        /// What this process's sync of the change feed did (nil: none).
+        var feed: FeedSummary?
     }
 
     /// Changes the shared state; wakes the supervisor the first time a stop shows.

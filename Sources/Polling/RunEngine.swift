@@ -36,6 +36,9 @@ public struct RunOptions: Sendable {
     /// heartbeats are tried again with capped exponential backoff for this long; then the run
     /// stops, resumable.
     public var databaseRetry = DatabaseRetryPolicy()
+    /// The change feed (`CHURNWATCH_NOTIFICATIONS=on`): the nightly run syncs it before it
+    /// plans, and plans by it while it is live. nil: the windows alone.
+    public var feed: FeedSync?
 
     public var kind: RunRecord.Kind { backfill == nil ? .nightly : .backfill }
 

@@ -172,6 +172,12 @@ struct RunMachine: Sendable {
         return true
     }
 
+    /// Apple calls made outside the lanes (the change feed's sync before planning) count in
+    /// the process's calls like the polls'.
+    mutating func recordCalls(_ calls: [String: Int]) {
+        for (endpoint, n) in calls where n > 0 { stats.calls[endpoint, default: 0] += n }
+    }
+
     /// Adds a committed batch: the counters, and the endings a batch can bring (an Apple
     /// outage past the threshold, a rejected key, an untrusted server).
     mutating func record(_ results: [Finished], _ counts: Counts, now: Date) -> RunProgressReport {

@@ -138,6 +138,16 @@ public struct SubscriptionPoller: Sendable {
     func decide(_ item: ClaimedItem, snapshot: SubscriptionSnapshot, environment: String, revision: String?,
                         receiptLatest: String?, records: [TransactionRecord], asOf: Date,
                         revokedInHistory: [TransactionFacts] = []) -> PollWrite {
+        Self.decide(item, snapshot: snapshot, environment: environment, revision: revision, receiptLatest: receiptLatest,
+                    records: records, asOf: asOf, revokedInHistory: revokedInHistory, policy: policy)
+    }
+
+    /// What an observation of the subscription (a poll's answer, or a notification's signed
+    /// data) changes: events, segment and win-back decision through ChurnModel, or nothing
+    /// when it is older than the stored state.
+    static func decide(_ item: ClaimedItem, snapshot: SubscriptionSnapshot, environment: String, revision: String?,
+                       receiptLatest: String?, records: [TransactionRecord], asOf: Date,
+                       revokedInHistory: [TransactionFacts] = [], policy: WinbackPolicy) -> PollWrite {
         let previous = item.snapshot
         var detection = ChangeDetector.events(previous: previous, current: snapshot, asOf: asOf)
         // Refunds of earlier transactions that history reported (issue 19): events of their own.
@@ -145,6 +155,8 @@ public struct SubscriptionPoller: Sendable {
         if !earlier.isEmpty {
             detection.events = (detection.events + earlier).sorted { $0.occurredAt < $1.occurredAt }
         }
+        // A state the feed's first sync established: what happened before it is no event.
+        if let since = item.establishedAt { detection.events.removeAll { $0.occurredAt <= since } }
         if detection.stale, let previous {
             return PollWrite(item: item, outcome: .polled(.init(
                 snapshot: previous, stale: true, environment: environment, historyRevision: nil, receiptLatest: nil,

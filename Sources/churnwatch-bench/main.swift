@@ -9,9 +9,10 @@ import Postgres
 //   jws [--seconds S]          JWS verification on one core: jws_verify_per_s (warm chain
 //                              cache), jws_verify_cold_per_s (a new verifier per payload)
 //   jws-parts [--seconds S]    the pieces of a warm verification
+//   history-dump FROM TO       Get Notification History's signed payloads, one per line
 // Build with -c release for meaningful figures.
 
-let usage = "usage: churnwatch-bench pg | http URL TOKEN [CONCURRENCY] [REQUESTS] | jws [--seconds S] | jws-parts [--seconds S]\n"
+let usage = "usage: churnwatch-bench pg | http URL TOKEN [CONCURRENCY] [REQUESTS] | jws [--seconds S] | jws-parts [--seconds S] | history-dump FROM TO\n"
 let arguments = CommandLine.arguments.dropFirst()
 guard let mode = arguments.first else {
     FileHandle.standardError.write(Data(usage.utf8))
@@ -46,6 +47,13 @@ do {
         try await JWSBenchmark(seconds: try secondsArgument()).run()
     case "jws-parts":
         try await JWSBenchmark(seconds: try secondsArgument()).parts()
+    case "history-dump":
+        let a = Array(arguments.dropFirst())
+        let iso = Date.ISO8601FormatStyle()
+        guard a.count == 2, let from = try? iso.parse(a[0]), let to = try? iso.parse(a[1]) else {
+            throw BenchError("usage: churnwatch-bench history-dump FROM TO (ISO 8601)")
+        }
+        try await HistoryDump(from: from, to: to).run()
     default:
         FileHandle.standardError.write(Data("churnwatch-bench: unknown mode \(mode)\n\(usage)".utf8))
         exit(2)

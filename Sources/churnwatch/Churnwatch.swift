@@ -16,6 +16,7 @@ struct Churnwatch: AsyncParsableCommand {
             ImportCommand.self,
             PlanCommand.self,
             RunCommand.self,
+            NotificationsCommand.self,
             BackfillCommand.self,
             StatusCommand.self,
             SegmentsCommand.self,

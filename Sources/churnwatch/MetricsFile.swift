@@ -21,6 +21,12 @@ struct RunMetrics: Sendable, Equatable {
     /// Figures from the database; nil when they could not be read (the process still reports
     /// its exit code and duration).
     var figures: RunMetricsFigures?
+    /// The change feed as stored after the run, and what this process's sync did (nil: the
+    /// feed is off, or could not be read).
+    var feed: FeedStatus?
+    var feedSync: FeedSummary?
+    /// The moment the feed's cursor age is measured at (the run's as-of).
+    var asOf = Date(timeIntervalSince1970: 0)
 
     /// Endpoints always published, zero or not, so rates and alerts see a series from the start.
     static let endpoints = ["status", "history", "receipt"]
@@ -81,7 +87,26 @@ struct RunMetrics: Sendable, Equatable {
                 }
             }
         }
+        if let feed { feedSamples(feed, into: &out) }
         return out.text
+    }
+
+    private func feedSamples(_ feed: FeedStatus, into out: inout Exposition) {
+        if let until = feed.state.cursor.syncedUntil {
+            out.family("churnwatch_feed_cursor_age_seconds", .gauge, "Seconds between the run's as-of and the end of the notification history read so far.")
+            out.sample("churnwatch_feed_cursor_age_seconds", [], max(0, asOf.timeIntervalSince1970 - Double(until) / 1000))
+        }
+        out.family("churnwatch_feed_records_total", .counter, "Notification history records read by every sync of this database.")
+        out.sample("churnwatch_feed_records_total", [], Double(feed.state.recordsTotal))
+        if let sync = feedSync {
+            out.family("churnwatch_feed_synced", .gauge, "Notifications this run's sync read (history and inbox), by outcome.")
+            for (outcome, n) in [("applied", sync.applied), ("duplicate", sync.duplicates), ("stale", sync.stale),
+                                 ("quarantined", sync.quarantined), ("ignored", sync.ignored)] {
+                out.sample("churnwatch_feed_synced", [("outcome", outcome)], Double(n))
+            }
+        }
+        out.family("churnwatch_feed_inbox_pending", .gauge, "Rows of churnwatch.notification_inbox not processed yet.")
+        out.sample("churnwatch_feed_inbox_pending", [], Double(feed.inboxPending))
     }
 
     /// Builds the text line by line.
@@ -202,7 +227,8 @@ extension MetricsFile {
     /// finished; otherwise the file's previous value is kept. Failing to read the database
     /// figures or to write is logged and never changes the exit code.
     func publish(outcome: RunOutcome?, runId: Int64?, exitCode: Int32, duration: TimeInterval,
-                 stats: WorkerStats, store: ChurnStore, logger: Logger) async {
+                 stats: WorkerStats, store: ChurnStore, feed: (environment: String, sync: FeedSummary?, asOf: Date)? = nil,
+                 logger: Logger) async {
         switch outcome {
         case .anotherRunInProgress?, .nothingToJoin?, .nothingToResume?, .otherBackfillUnfinished?:
             logger.info("metrics file left as it is: this process worked no run", metadata: ["path": "\(path)"])
@@ -215,6 +241,11 @@ extension MetricsFile {
             metrics.figures = try await store.metricsFigures(runId: runId)
         } catch {
             logger.warning("metrics without database figures", metadata: ["error": "\(classify(error).0)"])
+        }
+        if let feed {
+            metrics.feed = try? await store.feedStatus(environment: feed.environment, asOf: feed.asOf)
+            metrics.feedSync = feed.sync
+            metrics.asOf = feed.asOf
         }
         do {
             try write(metrics.exposition)

@@ -10,6 +10,7 @@ struct PlanCommand: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var windows: WindowOptions
+    @OptionGroup var feedOptions: FeedOptions
 
     @Option(name: .customLong("status-rate"), parsing: .unconditional, help: "Get All Subscription Statuses requests per second (default: $APPSTORE_STATUS_RATE, else 50 in Production, 5 in Sandbox).")
     var statusRate: Double?
@@ -23,7 +24,8 @@ struct PlanCommand: AsyncParsableCommand {
             let env = ProcessInfo.processInfo.environment
             let url = try global.resolvedDatabaseURL(env)
             let asOf = try windows.resolvedAsOf()
-            let w = try windows.resolvedWindows()
+            var w = try windows.resolvedWindows()
+            let feedOn = try feedOptions.enabled(env)
             let sandbox = env["APPSTORE_ENVIRONMENT"]?.lowercased() == "sandbox"
             let defaultRate: Double = sandbox ? 5 : 50
             let status = try statusRate ?? Self.rate(env["APPSTORE_STATUS_RATE"], name: "APPSTORE_STATUS_RATE") ?? defaultRate
@@ -32,10 +34,20 @@ struct PlanCommand: AsyncParsableCommand {
 
             let store = ChurnStore.open(url)
             try await store.schemaCheck(migrations: BuildMigrations.names())
+            if feedOn {
+                let feed = try await store.feedStatus(environment: FeedStatusText.environment(env), asOf: asOf)
+                // As the run would plan after a sync that reads the feed through.
+                w.feedDriven = feed.hasNotifications && feed.state.cursor.syncedUntil != nil
+                print(FeedStatusText.line(feed, asOf: asOf))
+            }
             let counts = try await store.planCounts(asOf: asOf, windows: w)
             print("plan as of \(asOf.ISO8601Format()) (start window \(formatWindow(w.start)), end window \(formatWindow(w.end)), lapsed window \(formatWindow(w.lapsed)), stale after \(formatWindow(w.staleAfter)))")
+            if w.feedDriven {
+                print("planned by the change feed: a subscription it keeps current is not polled for its dates; "
+                      + "feed-driven reasons are where it is silent and should not be, the rest as without it")
+            }
             print("reason             subscriptions")
-            for reason in DueReason.allCases {
+            for reason in DueReason.allCases where w.feedDriven ? ChurnStore.feedReasons.contains(reason) : !reason.feedDriven {
                 let n = counts.byReason[reason] ?? 0
                 print("\(reason.rawValue.padding(toLength: 18, withPad: " ", startingAt: 0)) \(String(n).leftPad(13))")
             }

@@ -29,6 +29,7 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var global: GlobalOptions
     @OptionGroup var windows: WindowOptions
     @OptionGroup var apple: AppleOptions
+    @OptionGroup var feedOptions: FeedOptions
 
     @Option(name: .customLong("concurrency"), parsing: .unconditional, help: "Apple requests in flight at once in this process (default: $CHURNWATCH_CONCURRENCY, else 32).")
     var concurrency: Int?
@@ -74,6 +75,7 @@ struct RunCommand: AsyncParsableCommand {
             let limiter = SharedBudgetLimiter(store: store, limits: config.rateLimits, namespace: config.bundleId,
                                               maxPause: config.retryPolicy.maxTotalWait, logger: logger)
             let client = AppStoreServerAPIClient(configuration: config, limiter: limiter, logger: Logger(label: "churnwatch.appstore"))
+            if !join { options.feed = try feedOptions.feed(client: client, store: store, logger: logger) }
             let engine = RunEngine(store: store, poller: SubscriptionPoller(client: client, fullHistory: false), options: options, logger: logger)
             let signals = SignalHandler { engine.requestStop("signal") }
             defer { signals.cancel() }
@@ -88,6 +90,7 @@ struct RunCommand: AsyncParsableCommand {
                 let ended = try await engine.run { progress.record($0) }
                 outcome = ended
                 progress.finish()
+                if let feed = engine.feedSummary { print(FeedSummaryText.line(feed, what: "change feed")) }
                 // Runs of earlier nights this invocation closed before tonight's.
                 for earlier in engine.closedEarlier {
                     print(RunSummaryText.lines(earlier, calls: [:]).dropLast().joined(separator: "\n"))
@@ -101,7 +104,9 @@ struct RunCommand: AsyncParsableCommand {
             progress.summary(outcome: outcome?.label ?? "error", exitCode: exitCode, stats: engine.stats)
             if let metrics {
                 await metrics.publish(outcome: outcome, runId: outcome?.runId ?? progress.runId, exitCode: exitCode,
-                                      duration: Date().timeIntervalSince(started), stats: engine.stats, store: store, logger: logger)
+                                      duration: Date().timeIntervalSince(started), stats: engine.stats, store: store,
+                                      feed: options.feed.map { _ in (config.environment.rawValue, engine.feedSummary, options.asOf) },
+                                      logger: logger)
             }
             if let failure { throw failure }
         }

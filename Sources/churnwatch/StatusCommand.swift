@@ -50,6 +50,10 @@ struct StatusCommand: AsyncParsableCommand {
                 print(try JSONOutput.line(RunStatusJSON(status)))
             } else {
                 print(Self.text(status).joined(separator: "\n"))
+                let feed = try await store.feedStatus(environment: FeedStatusText.environment(), asOf: now)
+                if feed.state.lastSyncAt != nil || feed.hasNotifications || feed.inboxPending > 0 {
+                    print(FeedStatusText.line(feed, asOf: now))
+                }
             }
         }
     }

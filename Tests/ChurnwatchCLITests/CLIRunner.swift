@@ -27,6 +27,15 @@ struct CLIRunner {
             .appendingPathComponent("sql/migrations").path
     }
 
+    /// What every child gets before the test's own environment: PATH, the migrations, and the
+    /// change feed off. The suites written before the feed check the windows' polling (their
+    /// call counts, their events per run); the feed's suites turn it on
+    /// (`CHURNWATCH_NOTIFICATIONS=on`, the default outside the tests).
+    static var baseEnvironment: [String: String] {
+        ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
+         "CHURNWATCH_MIGRATIONS_DIR": migrationsDirectory, "CHURNWATCH_NOTIFICATIONS": "off"]
+    }
+
     /// Runs churnwatch with `arguments` and an environment that contains only `environment`
     /// plus PATH, so nothing from the developer's shell leaks in. The wait for the child runs on
     /// a thread of its own (`OwnThread.run`), never on one of Swift Testing's cooperative threads.
@@ -39,8 +48,7 @@ struct CLIRunner {
         let process = Process()
         process.executableURL = binary
         process.arguments = arguments
-        var env = ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
-                   "CHURNWATCH_MIGRATIONS_DIR": migrationsDirectory]
+        var env = baseEnvironment
         env.merge(environment) { _, new in new }
         process.environment = env
         let out = Pipe(), err = Pipe()
@@ -134,8 +142,7 @@ final class RunningCLI: @unchecked Sendable {
         process = Process()
         process.executableURL = CLIRunner.binary
         process.arguments = arguments
-        var env = ["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin",
-                   "CHURNWATCH_MIGRATIONS_DIR": CLIRunner.migrationsDirectory]
+        var env = CLIRunner.baseEnvironment
         env.merge(environment) { _, new in new }
         process.environment = env
         process.standardOutput = out

@@ -73,7 +73,7 @@ struct DemoSmokeTests {
 
         #expect(status == 0, "stdout:\n\(stdout.suffix(2000))\nstderr:\n\(stderr.suffix(1500))")
         for expected in ["night 1 of 2: 2026-10-01T02:00:00Z", "night 2 of 2: 2026-10-02T02:00:00Z",
-                         "run 1 done: 300 due, 300 polled, 0 failed", "run 2 done:",
+                         "change feed: ", "run 2 done:",
                          "segment                      subscriptions   change", "will_not_renew", "no earlier day in segment_daily",
                          "change since 2026-10-01",
                          "events this night: none (the first poll", "events this night by type",
@@ -82,6 +82,11 @@ struct DemoSmokeTests {
                          "churnwatch status", "ops/pg stop"] {
             #expect(stdout.contains(expected), "missing \"\(expected)\" in:\n\(stdout)")
         }
+        // The first night: the change feed's first sync establishes what Apple notified, and the
+        // run polls every due subscription without a failure.
+        let first = try #require(stdout.split(separator: "\n").first { $0.contains("run 1 done: ") }, "\(stdout)")
+        let counts = first.split(separator: " ").compactMap { Int(String($0).trimmingCharacters(in: .punctuationCharacters)) }
+        #expect(counts.count == 4 && counts[1] > 0 && counts[1] == counts[2] && counts[3] == 0, "\(first)")
         // Every segment table adds up to the population.
         let totals = stdout.split(separator: "\n").filter { $0.trimmingCharacters(in: .whitespaces).hasPrefix("total ") && $0.contains("  ") }
         #expect(totals.count == 2, "\(totals)")

@@ -195,6 +195,7 @@ struct MetricsTests {
         var env = world.env
         env["PATH"] = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"
         env["CHURNWATCH_MIGRATIONS_DIR"] = CLIRunner.migrationsDirectory
+        env["CHURNWATCH_NOTIFICATIONS"] = "off"  // every subscription due, as the counts below say
         process.environment = env
         let out = Pipe()
         process.standardOutput = out

@@ -129,6 +129,7 @@ final class SimulatorProcess: @unchecked Sendable {
         var environment: String?
         var auto_renew: Bool?
         var fault: String?
+        var expires_at: String?
     }
 
     func truth(at iso: String) throws -> [String: TruthSubscription] {

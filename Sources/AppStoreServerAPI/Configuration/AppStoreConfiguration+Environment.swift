@@ -28,6 +28,7 @@ extension AppStoreConfiguration {
         public static let transactionRate = "APPSTORE_TRANSACTION_RATE"
         public static let refundRate = "APPSTORE_REFUND_RATE"
         public static let receiptRate = "APPSTORE_RECEIPT_RATE"
+        public static let notificationRate = "APPSTORE_NOTIFICATION_RATE"
         public static let requestTimeout = "APPSTORE_REQUEST_TIMEOUT"
         public static let maxAttempts = "APPSTORE_MAX_ATTEMPTS"
         public static let maxRetryWait = "APPSTORE_MAX_RETRY_WAIT"
@@ -37,7 +38,7 @@ extension AppStoreConfiguration {
         public static let all = [
             issuerId, keyId, privateKeyPath, bundleId, appAppleId, environment, baseURL, sandboxBaseURL,
             rootCerts, tlsRootCerts, sharedSecret, statusRate, historyRate, transactionRate, refundRate, receiptRate,
-            requestTimeout, maxAttempts, maxRetryWait, strictX509,
+            notificationRate, requestTimeout, maxAttempts, maxRetryWait, strictX509,
         ]
     }
 
@@ -81,7 +82,7 @@ extension AppStoreConfiguration {
         let rateVariables: [(String, AppStoreEndpoint)] = [
             (Variable.statusRate, .subscriptionStatuses), (Variable.historyRate, .transactionHistory),
             (Variable.transactionRate, .transactionInfo), (Variable.refundRate, .refundHistory),
-            (Variable.receiptRate, .verifyReceipt),
+            (Variable.receiptRate, .verifyReceipt), (Variable.notificationRate, .notificationHistory),
         ]
         for (name, endpoint) in rateVariables {
             guard let raw = value(name) else { continue }

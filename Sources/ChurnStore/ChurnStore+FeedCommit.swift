@@ -1,0 +1,90 @@
+import ChurnModel
+import Foundation
+import Postgres
+
+/// What a feed commit wrote.
+public struct FeedCounts: Sendable, Equatable {
+    public var applied = 0
+    public var registered = 0
+    public var events = 0
+    public var enqueued = 0
+    public var obsoleted = 0
+    public var quarantined = 0
+    /// Rows of `churnwatch.notifications` written (a notification recorded meanwhile by another
+    /// process is not written twice).
+    public var recorded = 0
+
+    public init() {}
+}
+
+extension ChurnStore {
+    /// Commits a batch of the change feed in one transaction: the subscriptions it registers,
+    /// the observations (through the same statements as a poll's batch: snapshots, transactions,
+    /// events, segments, win-back), the notifications' rows, quarantined payloads and the inbox
+    /// rows it handled. A batch holds at most one observation per subscription. Idempotent:
+    /// written twice, it adds nothing the second time (events and win-back entries have their
+    /// unique keys, a subscription is never overwritten by an older observation, notifications
+    /// are keyed by their UUID).
+    @discardableResult
+    public func feedCommit(runId: Int64?, asOf: Date, detectedAt: Date, _ batch: FeedBatch) async throws -> FeedCounts {
+        guard !batch.isEmpty else { return FeedCounts() }
+        let b = try PollBatch(batch.writes)
+        let quarantine = batch.quarantine.reduce(into: QuarantineColumns()) { $0.append($1.originalTransactionId, $1.payload) }
+        return try await pool.withTransaction { db in
+            var counts = FeedCounts()
+            counts.registered = try Self.subscriptionsRegister(db, batch.register)
+            counts.applied = try Self.subscriptionsWritePolled(db, b.subscriptions, ids: b.polledIds,
+                                                               environments: b.polledEnvironments, detectedAt: detectedAt, polled: false,
+                                                               established: batch.established)
+            try Self.transactionsUpsert(db, b.transactions)
+            counts.events = try Self.churnEventsInsert(db, b.events, runId: runId, detectedAt: detectedAt)
+            try Self.segmentsUpsert(db, b.segments, detectedAt: detectedAt)
+            try Self.retentionRecord(db, b.retention, asOf: asOf)
+            counts.obsoleted = try Self.winbackObsolete(db, b.obsolete, runId: runId)
+            counts.enqueued = try Self.winbackInsert(db, b.winback, runId: runId)
+            try Self.winbackAssignOffers(db, b.winback)
+            counts.quarantined = try Self.quarantineInsert(db, quarantine, runId: runId)
+            counts.recorded = try Self.notificationsInsert(db, batch.records)
+            try Self.notificationInboxFinish(db, batch.inbox)
+            return counts
+        }
+    }
+
+    /// Subscriptions first heard of through a notification, registered as the app's backend
+    /// would (an existing row is left alone).
+    static func subscriptionsRegister(_ db: PostgresConnection, _ rows: [(id: String, environment: String, appAccountToken: UUID?)]) throws -> Int {
+        guard !rows.isEmpty else { return 0 }
+        return try db.execute("""
+            INSERT INTO churnwatch.subscriptions (original_transaction_id, environment, app_account_token)
+            SELECT id, environment, token
+            FROM unnest(\(rows.map(\.id))::text[], \(rows.map(\.environment))::text[], \(rows.map(\.appAccountToken))::uuid[])
+                 AS u(id, environment, token)
+            ON CONFLICT (original_transaction_id) DO NOTHING
+            """)
+    }
+
+    /// The notifications' rows; one already recorded (by its UUID) is skipped. Returns how many were written.
+    static func notificationsInsert(_ db: PostgresConnection, _ records: [NotificationRecord]) throws -> Int {
+        guard !records.isEmpty else { return 0 }
+        return try db.execute("""
+            INSERT INTO churnwatch.notifications (notification_uuid, notification_type, subtype, signed_date,
+                                                  original_transaction_id, environment, source, outcome, reason)
+            SELECT uuid, type, subtype, signed_date, otid, environment, source, outcome, reason
+            FROM unnest(\(records.map(\.uuid))::uuid[], \(records.map(\.type))::text[], \(records.map(\.subtype))::text[],
+                        \(records.map(\.signedDate))::timestamptz[], \(records.map(\.originalTransactionId))::text[],
+                        \(records.map(\.environment))::text[], \(records.map(\.source.rawValue))::text[],
+                        \(records.map(\.outcome.rawValue))::text[], \(records.map(\.reason))::text[])
+                 AS u(uuid, type, subtype, signed_date, otid, environment, source, outcome, reason)
+            ON CONFLICT (notification_uuid) DO NOTHING
+            """)
+    }
+
+    static func notificationInboxFinish(_ db: PostgresConnection, _ rows: [(id: Int64, outcome: NotificationOutcome)]) throws {
+        guard !rows.isEmpty else { return }
+        try db.execute("""
+            UPDATE churnwatch.notification_inbox AS i SET processed_at = now(), outcome = u.outcome
+            FROM unnest(\(rows.map(\.id))::bigint[], \(rows.map(\.outcome.rawValue))::text[]) AS u(id, outcome)
+            WHERE i.id = u.id AND i.processed_at IS NULL
+            """)
+    }
+}

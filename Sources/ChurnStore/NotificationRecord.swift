@@ -1,0 +1,108 @@
+import ChurnModel
+import Foundation
+
+/// How a notification reached churnwatch (`churnwatch.notifications.source`).
+public enum NotificationSource: String, Sendable, CaseIterable {
+    /// Apple's Get Notification History, read by the sync.
+    case history
+    /// `churnwatch notifications ingest FILE|-`.
+    case ingest
+    /// A row of `churnwatch.notification_inbox`, inserted by the app's backend.
+    case inbox
+}
+
+/// What became of a notification.
+public enum NotificationOutcome: String, Sendable, CaseIterable {
+    /// Its transaction and renewal info were applied as an observation of the subscription.
+    case applied
+    /// Its `notificationUUID` was already recorded: nothing was done (counted, not stored again).
+    case duplicate
+    /// The stored state was observed later than the notification was signed: nothing changed.
+    case stale
+    /// It failed verification: kept in `churnwatch.quarantine`, never trusted.
+    case quarantined
+    /// Verified, but about nothing churnwatch follows (a test, a consumption request, a
+    /// one-time purchase): recorded only.
+    case ignored
+}
+
+/// One row of `churnwatch.notifications` (docs/contracts.md "Change feed").
+public struct NotificationRecord: Sendable, Equatable {
+    /// Apple's `notificationUUID`; nil for a quarantined payload (nobody verified its claim).
+    public var uuid: UUID?
+    public var type: String?
+    public var subtype: String?
+    public var signedDate: Date?
+    public var originalTransactionId: String?
+    public var environment: String?
+    public var source: NotificationSource
+    /// Never ``NotificationOutcome/duplicate``: a duplicate is not stored again.
+    public var outcome: NotificationOutcome
+    public var reason: String?
+
+    public init(uuid: UUID?, type: String?, subtype: String?, signedDate: Date?, originalTransactionId: String?,
+                environment: String?, source: NotificationSource, outcome: NotificationOutcome, reason: String? = nil) {
+        self.uuid = uuid
+        self.type = type
+        self.subtype = subtype
+        self.signedDate = signedDate
+        self.originalTransactionId = originalTransactionId
+        self.environment = environment
+        self.source = source
+        self.outcome = outcome
+        self.reason = reason
+    }
+}
+
+/// Where the sync of Apple's notification history stands for one environment
+/// (`churnwatch.notification_feed`).
+public struct FeedState: Sendable, Equatable {
+    public var cursor = FeedCursor()
+    /// When the last sync finished; nil before the first.
+    public var lastSyncAt: Date?
+    public var lastSyncRecords = 0
+    public var recordsTotal: Int64 = 0
+
+    public init(cursor: FeedCursor = FeedCursor(), lastSyncAt: Date? = nil, lastSyncRecords: Int = 0, recordsTotal: Int64 = 0) {
+        self.cursor = cursor
+        self.lastSyncAt = lastSyncAt
+        self.lastSyncRecords = lastSyncRecords
+        self.recordsTotal = recordsTotal
+    }
+}
+
+/// What one commit of the feed writes besides the observations: the notifications' rows, the
+/// subscriptions they register, and the inbox rows they came from.
+public struct FeedBatch: Sendable {
+    public var writes: [PollWrite] = []
+    /// Of `writes`, the subscriptions whose state the first sync establishes (`established_at`).
+    public var established: [String] = []
+    public var records: [NotificationRecord] = []
+    /// Subscriptions first heard of through a notification: (id, environment, app account token).
+    public var register: [(id: String, environment: String, appAccountToken: UUID?)] = []
+    /// Inbox rows handled by this batch, with what became of each.
+    public var inbox: [(id: Int64, outcome: NotificationOutcome)] = []
+    /// Payloads that failed verification.
+    public var quarantine: [(originalTransactionId: String?, payload: QuarantinedPayload)] = []
+
+    public init() {}
+
+    public var isEmpty: Bool { writes.isEmpty && records.isEmpty && inbox.isEmpty && quarantine.isEmpty }
+}
+
+/// The feed as `status`, `plan` and the metrics file show it.
+public struct FeedStatus: Sendable, Equatable {
+    public var state: FeedState
+    /// Notifications recorded in the last 24 hours before `asOf`, by outcome.
+    public var last24h: [NotificationOutcome: Int]
+    public var inboxPending: Int
+    /// Any verified notification was ever recorded: planning is feed-driven (else the windows alone).
+    public var hasNotifications: Bool
+
+    public init(state: FeedState, last24h: [NotificationOutcome: Int], inboxPending: Int, hasNotifications: Bool) {
+        self.state = state
+        self.last24h = last24h
+        self.inboxPending = inboxPending
+        self.hasNotifications = hasNotifications
+    }
+}

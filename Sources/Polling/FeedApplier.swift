@@ -1,0 +1,164 @@
+import AppStoreModels
+import AppStoreServerAPI
+import ChurnModel
+import ChurnStore
+import Foundation
+
+/// One notification given to the change feed, with what verification made of it.
+public struct FeedInput: Sendable {
+    public enum Verdict: Sendable {
+        case verified(VerifiedNotification)
+        /// Why it was not trusted.
+        case rejected(String)
+    }
+
+    public var signedPayload: String
+    public var verdict: Verdict
+    public var source: NotificationSource
+    /// The inbox row it came from.
+    public var inboxId: Int64?
+
+    public init(signedPayload: String, verdict: Verdict, source: NotificationSource, inboxId: Int64? = nil) {
+        self.signedPayload = signedPayload
+        self.verdict = verdict
+        self.source = source
+        self.inboxId = inboxId
+    }
+}
+
+/// What the feed does with a set of notifications, decided from what is already stored; no
+/// I/O. A verified notification's transaction and renewal info are an observation of the
+/// subscription at its `signedDate`, decided by the same rules as a poll's answer
+/// (``SubscriptionPoller/decide(_:snapshot:environment:revision:receiptLatest:records:asOf:revokedInHistory:policy:)``):
+/// the same events, segments and win-back decisions, in `signedDate` order, and an older
+/// observation never overwrites a newer state.
+public struct FeedApplier: Sendable {
+    public var policy: WinbackPolicy
+
+    public init(policy: WinbackPolicy = .default) { self.policy = policy }
+
+    /// The commits for `inputs`, in order: the k-th holds the k-th notification of each
+    /// subscription (so a commit never writes one subscription twice); the first also holds
+    /// the rows of everything not applied.
+    public struct Plan: Sendable {
+        public var batches: [FeedBatch]
+        public var duplicates = 0
+    }
+
+    /// - Parameters:
+    ///   - known: notification UUIDs already recorded.
+    ///   - stored: the stored state of the subscriptions the notifications are about (absent: unknown).
+    ///   - neverPolled: of `stored`, those never polled (any state they have came from the feed).
+    ///   - establishOnly: the first sync of a database: a subscription never polled takes its
+    ///     newest notification's state as a first poll would, without events (what happened
+    ///     before churnwatch knew it must not flood the log); one polled before gets its news.
+    ///   - now: the sync's moment: a subscription established by the first sync takes its
+    ///     newest notification's state as its state now (segment and win-back entries dated
+    ///     now, as a first poll's would be).
+    public func plan(_ inputs: [FeedInput], known: Set<UUID>, stored: [String: ClaimedItem], neverPolled: Set<String> = [],
+                     establishOnly: Bool, now: Date) -> Plan {
+        var first = FeedBatch()
+        var duplicates = 0
+        var seen = Set<UUID>()
+        var bySubscription: [String: [(VerifiedNotification, FeedInput, UUID)]] = [:]
+        for input in inputs {
+            let v: VerifiedNotification
+            switch input.verdict {
+            case .rejected(let reason):
+                first.quarantine(input, reason: reason)
+                continue
+            case .verified(let verified): v = verified
+            }
+            guard let uuid = UUID(uuidString: v.notificationUUID) else {
+                first.quarantine(input, reason: "notificationUUID \(v.notificationUUID) is not a UUID")
+                continue
+            }
+            guard !known.contains(uuid), seen.insert(uuid).inserted else {
+                duplicates += 1
+                if let id = input.inboxId { first.inbox.append((id, .duplicate)) }
+                continue
+            }
+            guard let otid = v.originalTransactionId, let tx = v.transaction, tx.expiresDate != nil || v.renewalInfo != nil else {
+                first.record(v, uuid, input, outcome: .ignored, reason: "about no auto-renewable subscription")
+                continue
+            }
+            bySubscription[otid, default: []].append((v, input, uuid))
+        }
+        var batches = [first]
+        for otid in bySubscription.keys.sorted() {
+            var list = bySubscription[otid]!.sorted { ($0.0.signedDate, $0.2.uuidString) < ($1.0.signedDate, $1.2.uuidString) }
+            var item = stored[otid] ?? .unregistered(otid, environment: list[0].0.environment.rawValue,
+                                                     appAccountToken: list[0].0.transaction?.appAccountTokenUUID)
+            if stored[otid] == nil {
+                batches[0].register.append((otid, list[0].0.environment.rawValue, item.appAccountToken))
+            }
+            // Established, not compared: no events (the win-back decision still sees the state
+            // it replaces, so an entry an earlier page created is made obsolete when it should).
+            let quiet = establishOnly && (stored[otid] == nil || neverPolled.contains(otid))
+            if quiet {
+                for (v, input, uuid) in list.dropLast() {
+                    batches[0].record(v, uuid, input, outcome: .stale, reason: "older than another notification of the first sync")
+                }
+                list = [list.last!]
+            }
+            for (k, (v, input, uuid)) in list.enumerated() {
+                if k == batches.count { batches.append(FeedBatch()) }
+                observe(v, uuid, input, item: &item, quiet: quiet ? now : nil, into: &batches[k])
+            }
+        }
+        return Plan(batches: batches.filter { !$0.isEmpty }, duplicates: duplicates)
+    }
+
+    /// One notification as an observation of `item`, which becomes the state it leaves.
+    /// `quiet`: establish the state as of this moment, without events (the first sync).
+    private func observe(_ v: VerifiedNotification, _ uuid: UUID, _ input: FeedInput, item: inout ClaimedItem, quiet: Date?,
+                         into batch: inout FeedBatch) {
+        guard let tx = v.transaction, let facts = TransactionFacts(tx) else {
+            batch.record(v, uuid, input, outcome: .ignored, reason: "its transaction lacks ids or product")
+            return
+        }
+        let at = v.signedDate.date
+        let renewal = v.renewalInfo.flatMap { RenewalFacts($0, originalTransactionId: item.originalTransactionId) }
+        let snapshot = SubscriptionSnapshot(status: v.payload.data?.rawStatus.map(Int.init), transaction: facts, renewal: renewal,
+                                            history: nil, asOf: at)
+        var records: [TransactionRecord] = []
+        if !SubscriptionPoller.storedUnchanged(facts, in: item.snapshot) {
+            let signed = v.payload.data?.signedTransactionInfo.flatMap(SubscriptionPoller.signedPayload)
+            records.append(TransactionRecord(facts: facts, payload: signed ?? SubscriptionPoller.json(tx)))
+        }
+        var write = SubscriptionPoller.decide(item, snapshot: snapshot, environment: v.environment.rawValue, revision: nil,
+                                              receiptLatest: nil, records: records, asOf: quiet.map { max($0, at) } ?? at, policy: policy)
+        guard case .polled(var polled) = write.outcome, !polled.stale else {
+            batch.record(v, uuid, input, outcome: .stale, reason: "the stored state was signed later")
+            return
+        }
+        if quiet != nil {
+            polled.events = []
+            write.outcome = .polled(polled)
+            batch.established.append(item.originalTransactionId)
+        }
+        batch.writes.append(write)
+        batch.record(v, uuid, input, outcome: .applied)
+        item.snapshot = polled.snapshot
+        item.segment = polled.segment
+        item.latestTransactionId = facts.transactionId
+    }
+}
+
+extension FeedBatch {
+    mutating func record(_ v: VerifiedNotification, _ uuid: UUID, _ input: FeedInput, outcome: NotificationOutcome, reason: String? = nil) {
+        records.append(NotificationRecord(
+            uuid: uuid, type: v.notificationType, subtype: v.subtype, signedDate: v.signedDate.date,
+            originalTransactionId: v.originalTransactionId, environment: v.environment.rawValue,
+            source: input.source, outcome: outcome, reason: reason))
+        if let id = input.inboxId { inbox.append((id, outcome)) }
+    }
+
+    mutating func quarantine(_ input: FeedInput, reason: String) {
+        let kept = QuarantinedPayload(endpoint: "notification", reason: reason, payload: input.signedPayload)
+        records.append(NotificationRecord(uuid: nil, type: nil, subtype: nil, signedDate: nil, originalTransactionId: nil,
+                                          environment: nil, source: input.source, outcome: .quarantined, reason: kept.reason))
+        quarantine.append((nil, kept))
+        if let id = input.inboxId { inbox.append((id, .quarantined)) }
+    }
+}

@@ -1,0 +1,94 @@
+import AppStoreModels
+import AppStoreServerAPI
+import ChurnModel
+import ChurnStore
+import Foundation
+
+extension FeedSync {
+    /// Reads Apple's notification history from the stored cursor up to `now` and applies it,
+    /// then the inbox. The cursor is stored after every commit (with the next page's token), so
+    /// a sync killed anywhere resumes on the same request body; the pages read again after the
+    /// last stored cursor are duplicates and change nothing.
+    ///
+    /// Apple failing (an outage, a refused key) ends the history part early with
+    /// ``FeedSummary/failure`` set and the cursor where it was: the caller plans by the windows.
+    public func sync(now: Date, runId: Int64? = nil) async throws -> FeedSummary {
+        var summary = try await syncHistory(now: now, runId: runId)
+        summary.add(try await drainInbox(now: now, runId: runId))
+        return summary
+    }
+
+    func syncHistory(now: Date, runId: Int64?) async throws -> FeedSummary {
+        let env = environment.rawValue
+        let state = try await store.feedStateRead(environment: env)
+        var cursor = state.cursor
+        // The first sync (resumed too, if it was cut short) establishes state.
+        let establishOnly = cursor.syncedUntil == nil
+        var window = NotificationFeedRules.nextWindow(
+            cursor, now: EpochMilliseconds(now).rawValue, overlap: Int64(settings.overlap * 1000),
+            firstLookback: Int64(settings.firstLookback * 1000), retentionDays: environment == .sandbox ? 30 : 180)
+        var summary = FeedSummary()
+        summary.gap = window.gap.map { EpochMilliseconds($0.lowerBound).date..<EpochMilliseconds($0.upperBound).date }
+        var pending: [(payload: String, inboxId: Int64?)] = []
+        var pendingRecords = 0
+        var restarted = false
+        while true {
+            let request = NotificationHistoryRequest(startDate: EpochMilliseconds(window.start), endDate: EpochMilliseconds(window.end))
+            let page: NotificationHistoryPage
+            switch await client.notificationHistoryPage(request, paginationToken: window.paginationToken) {
+            case .success(let p): page = p
+            case .badRequest(let code) where !restarted && window.paginationToken != nil
+                && (code == .invalidPaginationToken || code == .paginationTokenExpired):
+                // The stored token is no longer good: the same window again from its first page.
+                logger.notice("notification history refused the stored page token: reading the window again",
+                              metadata: ["code": "\(code.map { "\($0.rawValue)" } ?? "-")"])
+                restarted = true
+                window = NotificationFeedRules.restart(window)
+                continue
+            case let failed:
+                // What was read is committed, and the cursor follows it: the next sync resumes
+                // on the page that failed.
+                summary.add(try await flush(&pending, establishOnly: establishOnly, runId: runId, now: now))
+                if pendingRecords > 0 || cursor != state.cursor {
+                    try await store.feedCursorWrite(environment: env, cursor: cursor, records: pendingRecords, finishedAt: nil)
+                }
+                summary.failure = Self.describe(failed)
+                return summary
+            }
+            summary.pages += 1
+            pending += page.records.map { ($0.signedPayload ?? "", nil) }
+            pendingRecords += page.records.count
+            let next = NotificationFeedRules.advance(cursor, window: window, nextToken: page.paginationToken)
+            // Committed in batches; the cursor follows each commit, never ahead of it.
+            if pending.count >= settings.batchSize || !page.hasMore {
+                summary.add(try await flush(&pending, establishOnly: establishOnly, runId: runId, now: now))
+                try await store.feedCursorWrite(environment: env, cursor: next, records: pendingRecords, finishedAt: page.hasMore ? nil : now)
+                pendingRecords = 0
+            }
+            cursor = next
+            guard page.hasMore, let token = page.paginationToken else { return summary }
+            window.paginationToken = token
+        }
+    }
+
+    private func flush(_ pending: inout [(payload: String, inboxId: Int64?)], establishOnly: Bool, runId: Int64?, now: Date) async throws -> FeedSummary {
+        guard !pending.isEmpty else { return FeedSummary() }
+        let inputs = await verify(pending, source: .history)
+        pending.removeAll(keepingCapacity: true)
+        return try await apply(inputs, establishOnly: establishOnly, runId: runId, now: now)
+    }
+
+    static func describe<T>(_ outcome: AppStoreOutcome<T>) -> String {
+        switch outcome {
+        case .success: "internal: success treated as failure"
+        case .notFound(let code): "not found: \(code.map { "\($0.rawValue)" } ?? "404")"
+        case .rateLimited(let until): "rate limited: until \(until.ISO8601Format())"
+        case .retryable(let why): "unavailable: \(why)"
+        case .unauthorized: "unauthorized: Apple rejected the API key: check issuer id, key id and key"
+        case .badRequest(let code): "bad request: \(code.map { "\($0.rawValue)\($0.name.map { " \($0)" } ?? "")" } ?? "4xx")"
+        case .verificationFailed(let why, _): "verification: \(why)"
+        case .malformedResponse(let why): "malformed: \(why)"
+        case .untrustedServer(let why): "untrusted server: \(why)"
+        }
+    }
+}

@@ -1,0 +1,157 @@
+import AppStoreModels
+import AppStoreServerAPI
+import ChurnModel
+import ChurnStore
+import Foundation
+import Logging
+
+/// What a sync, an ingest or the inbox did.
+public struct FeedSummary: Sendable, Equatable {
+    /// Notifications read (history records, lines, inbox rows).
+    public var read = 0
+    /// History pages read.
+    public var pages = 0
+    public var applied = 0
+    public var duplicates = 0
+    public var stale = 0
+    public var quarantined = 0
+    public var ignored = 0
+    /// Subscriptions first heard of through a notification.
+    public var registered = 0
+    public var events = 0
+    public var enqueued = 0
+    /// Signed in this stretch but no longer in Apple's history (a cursor older than its
+    /// retention): the windows cover it.
+    public var gap: Range<Date>?
+    /// Why the history sync stopped before its window's end (its cursor is kept: the next sync
+    /// resumes there); nil when it read the window through.
+    public var failure: String?
+
+    public init() {}
+
+    public mutating func add(_ other: FeedSummary) {
+        read += other.read; pages += other.pages; applied += other.applied; duplicates += other.duplicates
+        stale += other.stale; quarantined += other.quarantined; ignored += other.ignored
+        registered += other.registered; events += other.events; enqueued += other.enqueued
+    }
+}
+
+/// The change feed's I/O: reads Apple's notification history from the stored cursor (and the
+/// inbox, and ingested files), verifies every notification and its inner JWS, and commits what
+/// ``FeedApplier`` decides. Every step is safe to repeat: notifications are deduplicated on
+/// their UUID, so a sync killed anywhere resumes from its last stored page.
+public struct FeedSync: Sendable {
+    public struct Settings: Sendable {
+        /// How far back of the cursor each sync reads again (Apple files some records late).
+        public var overlap: TimeInterval = 6 * 3600
+        /// How far back the first sync of a database reads (Apple keeps 180 days, Sandbox 30).
+        public var firstLookback: TimeInterval = 180 * 86_400
+        /// Notifications verified and committed together.
+        public var batchSize = 500
+
+        public init() {}
+    }
+
+    public let client: AppStoreServerAPIClient
+    public let store: ChurnStore
+    public var applier: FeedApplier
+    public var settings: Settings
+    let logger: Logger
+
+    public init(client: AppStoreServerAPIClient, store: ChurnStore, applier: FeedApplier, settings: Settings = Settings(), logger: Logger) {
+        self.client = client
+        self.store = store
+        self.applier = applier
+        self.settings = settings
+        self.logger = logger
+    }
+
+    var environment: AppStoreEnvironment { client.configuration.environment }
+
+    /// Verifies payloads (several at once) in the configured environment, in order.
+    func verify(_ payloads: [(payload: String, inboxId: Int64?)], source: NotificationSource) async -> [FeedInput] {
+        let client = self.client
+        let lanes = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))
+        let chunk = max(1, (payloads.count + lanes - 1) / lanes)
+        return await withTaskGroup(of: (Int, [FeedInput]).self) { group in
+            for (lane, start) in stride(from: 0, to: payloads.count, by: chunk).enumerated() {
+                let slice = Array(payloads[start..<min(start + chunk, payloads.count)])
+                group.addTask {
+                    var out: [FeedInput] = []
+                    out.reserveCapacity(slice.count)
+                    for (payload, inboxId) in slice {
+                        let verdict: FeedInput.Verdict
+                        do { verdict = .verified(try await client.verifyNotification(payload)) } catch { verdict = .rejected("\(error)") }
+                        out.append(FeedInput(signedPayload: payload, verdict: verdict, source: source, inboxId: inboxId))
+                    }
+                    return (lane, out)
+                }
+            }
+            var lanesOut: [(Int, [FeedInput])] = []
+            for await r in group { lanesOut.append(r) }
+            return lanesOut.sorted { $0.0 < $1.0 }.flatMap(\.1)
+        }
+    }
+
+    /// Applies verified (or rejected) notifications: what is already known is a duplicate,
+    /// the rest is decided against the stored state and committed.
+    func apply(_ inputs: [FeedInput], establishOnly: Bool, runId: Int64?, now: Date) async throws -> FeedSummary {
+        var summary = FeedSummary()
+        summary.read = inputs.count
+        guard !inputs.isEmpty else { return summary }
+        var uuids: [UUID] = []
+        var ids: [String] = []
+        for input in inputs {
+            guard case .verified(let v) = input.verdict else { continue }
+            if let u = UUID(uuidString: v.notificationUUID) { uuids.append(u) }
+            if let id = v.originalTransactionId { ids.append(id) }
+        }
+        let known = try await store.notificationsKnown(uuids)
+        let stored = try await store.feedSubscriptions(Array(Set(ids)))
+        let plan = applier.plan(inputs, known: known, stored: stored.items, neverPolled: stored.neverPolled, establishOnly: establishOnly,
+                                now: now)
+        summary.duplicates = plan.duplicates
+        for batch in plan.batches {
+            let counts = try await store.feedCommit(runId: runId, asOf: now, detectedAt: now, batch)
+            summary.registered += counts.registered
+            summary.events += counts.events
+            summary.enqueued += counts.enqueued
+            for r in batch.records {
+                switch r.outcome {
+                case .applied: summary.applied += 1
+                case .stale: summary.stale += 1
+                case .quarantined: summary.quarantined += 1
+                case .ignored: summary.ignored += 1
+                case .duplicate: summary.duplicates += 1
+                }
+            }
+        }
+        return summary
+    }
+
+    /// Applies raw signed payloads (`notifications ingest`): verified, deduplicated, applied.
+    public func ingest(_ payloads: [String], now: Date, runId: Int64? = nil) async throws -> FeedSummary {
+        var summary = FeedSummary()
+        for start in stride(from: 0, to: payloads.count, by: settings.batchSize) {
+            let part = payloads[start..<min(start + settings.batchSize, payloads.count)].map { ($0, Int64?.none) }
+            let inputs = await verify(part, source: .ingest)
+            summary.add(try await apply(inputs, establishOnly: false, runId: runId, now: now))
+        }
+        return summary
+    }
+
+    /// Applies the inbox's unprocessed rows, oldest first, and marks each processed.
+    public func drainInbox(now: Date, runId: Int64? = nil) async throws -> FeedSummary {
+        var summary = FeedSummary()
+        var lastId: Int64 = 0
+        while true {
+            let rows = try await store.notificationInboxPending(limit: settings.batchSize)
+            // A row that could not be marked (another process holds it) is not read forever.
+            guard let newest = rows.last?.id, newest > lastId else { break }
+            lastId = newest
+            let inputs = await verify(rows.map { ($0.signedPayload, $0.id) }, source: .inbox)
+            summary.add(try await apply(inputs, establishOnly: false, runId: runId, now: now))
+        }
+        return summary
+    }
+}

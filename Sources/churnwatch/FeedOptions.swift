@@ -1,0 +1,86 @@
+import AppStoreServerAPI
+import ArgumentParser
+import ChurnStore
+import Foundation
+import Logging
+import Polling
+
+/// The change feed's settings (docs/contracts.md "Change feed"): flags, else environment
+/// variables, else the defaults.
+struct FeedOptions: ParsableArguments {
+    @Option(name: .customLong("notifications"), help: ArgumentHelp("on: sync Apple's notification history (and the inbox) before planning, and plan by it; off: the windows alone (default: $CHURNWATCH_NOTIFICATIONS, else on).", valueName: "on|off"))
+    var notifications: String?
+
+    @Option(name: .customLong("notifications-overlap"), parsing: .unconditional, help: ArgumentHelp("How far back of the cursor each sync reads again, for records Apple files late (default: $CHURNWATCH_NOTIFICATIONS_OVERLAP, else 6h).", valueName: "duration"))
+    var overlap: String?
+
+    @Option(name: .customLong("notifications-lookback"), parsing: .unconditional, help: ArgumentHelp("How far back the first sync of a database reads (default: $CHURNWATCH_NOTIFICATIONS_LOOKBACK, else 180d, Apple's retention; Sandbox keeps 30d).", valueName: "duration"))
+    var lookback: String?
+
+    /// Whether the feed is on; one line naming the flag or variable when the value is neither.
+    func enabled(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> Bool {
+        let (name, value) = notifications.map { ("--notifications", $0) } ?? ("CHURNWATCH_NOTIFICATIONS", env["CHURNWATCH_NOTIFICATIONS"] ?? "")
+        switch value.trimmingCharacters(in: .whitespaces).lowercased() {
+        case "", "on": return true
+        case "off": return false
+        default: throw CLIError.configuration("\(name) \"\(value)\" is neither on nor off")
+        }
+    }
+
+    func settings(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> FeedSync.Settings {
+        var s = FeedSync.Settings()
+        func duration(_ flag: String, _ variable: String, _ value: String?) throws -> TimeInterval? {
+            let fromEnv = env[variable].map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
+            guard let text = value ?? fromEnv else { return nil }
+            return try parseDurationSetting(value != nil ? flag : variable, text)
+        }
+        if let d = try duration("--notifications-overlap", "CHURNWATCH_NOTIFICATIONS_OVERLAP", overlap) { s.overlap = d }
+        if let d = try duration("--notifications-lookback", "CHURNWATCH_NOTIFICATIONS_LOOKBACK", lookback) { s.firstLookback = d }
+        return s
+    }
+
+    /// The feed for `client`, or nil when it is off.
+    func feed(client: AppStoreServerAPIClient, store: ChurnStore, logger: Logger) throws -> FeedSync? {
+        guard try enabled() else { return nil }
+        return FeedSync(client: client, store: store, applier: FeedApplier(), settings: try settings(), logger: logger)
+    }
+}
+
+enum FeedSummaryText {
+    /// One line for a sync, an ingest or the inbox.
+    static func line(_ s: FeedSummary, what: String) -> String {
+        var line = "\(what): \(s.read) read, \(s.applied) applied, \(s.duplicates) duplicate, \(s.stale) stale, "
+            + "\(s.quarantined) quarantined, \(s.ignored) ignored; \(s.registered) subscriptions registered, "
+            + "\(s.events) events, \(s.enqueued) win-back entries"
+        if s.pages > 0 { line += "; \(s.pages) history pages" }
+        if let gap = s.gap { line += "; gap \(gap.lowerBound.ISO8601Format())..\(gap.upperBound.ISO8601Format()) (left to the windows)" }
+        if let failure = s.failure { line += "; stopped early: \(failure) (the next sync resumes)" }
+        return line
+    }
+}
+
+enum FeedStatusText {
+    /// The environment whose feed `status` and `plan` show: APPSTORE_ENVIRONMENT, else Production.
+    static func environment(_ env: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        env["APPSTORE_ENVIRONMENT"]?.trimmingCharacters(in: .whitespaces).lowercased() == "sandbox" ? "Sandbox" : "Production"
+    }
+
+    /// One line: the cursor and its age, the last sync, the last 24 hours, the inbox.
+    static func line(_ f: FeedStatus, asOf: Date) -> String {
+        guard let until = f.state.cursor.syncedUntil else {
+            return f.state.cursor.inProgress == nil ? "change feed: never synced" + (f.inboxPending > 0 ? "; inbox: \(f.inboxPending) pending" : "")
+                : "change feed: the first sync is under way (cut short: the next sync resumes it)"
+        }
+        let cursor = Date(timeIntervalSince1970: Double(until) / 1000)
+        var line = "change feed: read up to \(isoTime(cursor)) (\(formatDuration(max(0, asOf.timeIntervalSince(cursor)))) ago)"
+        if let at = f.state.lastSyncAt { line += "; last sync \(isoTime(at)): \(f.state.lastSyncRecords) records" }
+        line += "; \(f.state.recordsTotal) records in all"
+        let order: [NotificationOutcome] = [.applied, .stale, .quarantined, .ignored]
+        let counts = order.compactMap { o in f.last24h[o].map { "\(o.rawValue) \($0)" } }
+        line += "; last 24 h: " + (counts.isEmpty ? "none" : counts.joined(separator: ", "))
+        if f.state.cursor.inProgress != nil { line += "; a sync was cut short (the next resumes it)" }
+        line += "; inbox: \(f.inboxPending) pending"
+        if !f.hasNotifications { line += "; no notifications yet: planning by the windows" }
+        return line
+    }
+}

@@ -1,0 +1,182 @@
+import AppStoreServerAPI
+import ArgumentParser
+import ChurnStore
+import Foundation
+import Logging
+import Polling
+
+struct NotificationsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "notifications",
+        abstract: "The change feed: Apple's notification history and the V2 notifications an app's server received.",
+        subcommands: [NotificationsSyncCommand.self, NotificationsIngestCommand.self]
+    )
+}
+
+/// What `sync` and `ingest` share: the store and the feed, from the usual settings.
+struct FeedContext {
+    var store: ChurnStore
+    var feed: FeedSync
+    var asOf: Date
+
+    static func open(global: GlobalOptions, apple: AppleOptions, options: FeedOptions, asOf: Date, logger: Logger) async throws -> FeedContext {
+        let url = try global.resolvedDatabaseURL()
+        let config = try apple.configuration(logger: logger)
+        let settings = try options.settings()
+        let store = ChurnStore.open(url, connections: 2, logger: logger)
+        try await store.schemaCheck(migrations: BuildMigrations.names())
+        let limiter = SharedBudgetLimiter(store: store, limits: config.rateLimits, namespace: config.bundleId,
+                                          maxPause: config.retryPolicy.maxTotalWait, logger: logger)
+        let client = AppStoreServerAPIClient(configuration: config, limiter: limiter, logger: Logger(label: "churnwatch.appstore"))
+        let feed = FeedSync(client: client, store: store, applier: FeedApplier(), settings: settings, logger: logger)
+        return FeedContext(store: store, feed: feed, asOf: asOf)
+    }
+}
+
+struct NotificationsSyncCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Sync Apple's notification history since the stored cursor, and the inbox, alone (cron every few minutes gives same-hour save offers).",
+        discussion: """
+            Safe beside a nightly run and repeatable: notifications are deduplicated on their notificationUUID, and a
+            sync cut short resumes from its last stored page. Another sync in progress: exits 0 saying so.
+            Apple not answering (outage, rate limit past the wait budget): the cursor stays, exit 75.
+            Apple refusing the key: exit 69. See docs/contracts.md "Change feed".
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var apple: AppleOptions
+    @OptionGroup var feedOptions: FeedOptions
+
+    @Option(name: .customLong("as-of"), help: ArgumentHelp("Read the history up to this moment, ISO 8601 (default: now).", valueName: "time"))
+    var asOf: String?
+
+    func run() async throws {
+        global.bootstrapLogging()
+        try await reportingErrors {
+            let logger = Logger(label: "churnwatch.notifications")
+            let at = try asOf.map { text in
+                guard let d = WindowOptions.parseISO8601(text) else {
+                    throw CLIError.configuration("--as-of \"\(text)\" is not an ISO 8601 time (e.g. 2026-11-21T02:00:00Z)")
+                }
+                return d
+            } ?? Date()
+            let context = try await FeedContext.open(global: global, apple: apple, options: feedOptions, asOf: at, logger: logger)
+            let locks = context.store.runLocksOpen(logger: logger)
+            guard try await locks.take(ChurnStore.feedLockKey, name: "feed") else {
+                await locks.close()
+                print("another process is syncing the change feed: nothing to do")
+                return
+            }
+            let summary: FeedSummary
+            do {
+                summary = try await context.feed.sync(now: at)
+                await locks.close()
+            } catch {
+                await locks.close()
+                throw error
+            }
+            print(FeedSummaryText.line(summary, what: "notifications sync"))
+            if let failure = summary.failure {
+                let code = failure.hasPrefix("unauthorized") || failure.hasPrefix("untrusted") ? ExitStatus.unavailable : ExitStatus.resumable
+                throw CLIError(description: "the notification history stopped early: \(failure) (re-run to resume)", exitCode: code)
+            }
+        }
+    }
+}
+
+struct NotificationsIngestCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ingest",
+        abstract: "Apply notifications an app's own server stored: lines of {\"signedPayload\": \"...\"} or bare JWS (idempotent), then the inbox.",
+        discussion: """
+            Each notification is verified (chain, bundle id, app Apple id in Production, environment, and its inner signed
+            transaction and renewal info); one that fails is quarantined with the reason and changes nothing. Repeats
+            (by notificationUUID) are counted as duplicates. Blank lines are skipped.
+            Exits 65 when the input held lines but none verified as a notification of this app.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var apple: AppleOptions
+    @OptionGroup var feedOptions: FeedOptions
+
+    @Argument(help: "The file (- for standard input).")
+    var file: String
+
+    func run() async throws {
+        global.bootstrapLogging()
+        try await reportingErrors {
+            let logger = Logger(label: "churnwatch.notifications")
+            let handle: FileHandle
+            if file == "-" {
+                handle = FileHandle.standardInput
+            } else {
+                guard let h = FileHandle(forReadingAtPath: file) else {
+                    throw CLIError(description: "cannot read \(file): no such file or no permission", exitCode: ImportCommand.dataError)
+                }
+                handle = h
+            }
+            let now = Date()
+            let context = try await FeedContext.open(global: global, apple: apple, options: feedOptions, asOf: now, logger: logger)
+            var summary = FeedSummary()
+            var reader = LineReader(handle)
+            var lines: [String] = []
+            while let line = try reader.next() {
+                guard let payload = NotificationLine.payload(line) else { continue }
+                lines.append(payload)
+                if lines.count >= context.feed.settings.batchSize {
+                    summary.add(try await context.feed.ingest(lines, now: now))
+                    lines.removeAll(keepingCapacity: true)
+                }
+            }
+            summary.add(try await context.feed.ingest(lines, now: now))
+            print(FeedSummaryText.line(summary, what: "notifications ingest \(file)"))
+            let inbox = try await context.feed.drainInbox(now: now)
+            if inbox.read > 0 { print(FeedSummaryText.line(inbox, what: "notification inbox")) }
+            if summary.read > 0, summary.applied + summary.duplicates + summary.stale + summary.ignored == 0 {
+                throw CLIError(description: "nothing in \(file) verified as a notification of this app: \(summary.quarantined) quarantined "
+                               + "(reasons in churnwatch.quarantine; check the file, APPSTORE_BUNDLE_ID and APPSTORE_ENVIRONMENT)",
+                               exitCode: ImportCommand.dataError)
+            }
+        }
+    }
+}
+
+/// One line of an ingest file: `{"signedPayload": "..."}` or a bare JWS; nil for a blank line.
+/// Anything else is passed on as it is, so verification rejects it and it is quarantined.
+enum NotificationLine {
+    static func payload(_ line: String) -> String? {
+        let text = line.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard !text.isEmpty else { return nil }
+        guard text.hasPrefix("{") else { return text }
+        struct Body: Decodable { var signedPayload: String? }
+        return (try? JSONDecoder().decode(Body.self, from: Data(text.utf8)))?.signedPayload ?? text
+    }
+}
+
+/// Lines of a file, read in chunks (a day's notifications need not fit in memory).
+struct LineReader {
+    private let handle: FileHandle
+    private var buffer = Data()
+    private var done = false
+
+    init(_ handle: FileHandle) { self.handle = handle }
+
+    mutating func next() throws -> String? {
+        while true {
+            if let nl = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: buffer[buffer.startIndex..<nl], as: UTF8.self)
+                buffer.removeSubrange(buffer.startIndex...nl)
+                return line
+            }
+            if done {
+                guard !buffer.isEmpty else { return nil }
+                defer { buffer.removeAll() }
+                return String(decoding: buffer, as: UTF8.self)
+            }
+            if let chunk = try handle.read(upToCount: 1 << 16), !chunk.isEmpty { buffer.append(chunk) } else { done = true }
+        }
+    }
+}

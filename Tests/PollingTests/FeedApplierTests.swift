@@ -1,0 +1,126 @@
+import AppStoreModels
+@testable import AppStoreServerAPI
+import ChurnModel
+import ChurnStore
+import Foundation
+@testable import Polling
+import Testing
+
+/// The change feed's decisions (``FeedApplier``): notifications in, commits out, no I/O.
+@Suite struct FeedApplierTests {
+    static let t0: Int64 = 1_790_820_000_000 // 2026-10-01T02:00:00Z
+    static let day: Int64 = 86_400_000
+    /// The sync's moment: after every notification below.
+    static let t0date = Date(timeIntervalSince1970: Double(t0 + 10 * day) / 1000)
+
+    /// A verified notification about subscription `otid`, signed at `at`, with auto-renew on or off.
+    static func note(_ uuid: String, _ otid: String, at: Int64, autoRenew: Bool = true, type: String = "DID_CHANGE_RENEWAL_STATUS",
+                     expires: Int64? = nil) -> FeedInput {
+        let tx = JWSTransactionDecodedPayload(
+            transactionId: "\(otid)-1", originalTransactionId: otid, webOrderLineItemId: "w\(otid)", bundleId: "com.example",
+            productId: "monthly", subscriptionGroupIdentifier: "g", purchaseDate: EpochMilliseconds(t0 - 10 * day),
+            originalPurchaseDate: EpochMilliseconds(t0 - 10 * day), expiresDate: EpochMilliseconds(expires ?? t0 + 20 * day),
+            rawType: "Auto-Renewable Subscription", signedDate: EpochMilliseconds(at), rawEnvironment: "Production",
+            price: 4990, currency: "USD")
+        let renewal = JWSRenewalInfoDecodedPayload(
+            originalTransactionId: otid, productId: "monthly", autoRenewProductId: "monthly", rawAutoRenewStatus: autoRenew ? 1 : 0,
+            signedDate: EpochMilliseconds(at), rawEnvironment: "Production")
+        let payload = ResponseBodyV2DecodedPayload(
+            notificationType: type, subtype: autoRenew ? "AUTO_RENEW_ENABLED" : "AUTO_RENEW_DISABLED", notificationUUID: uuid,
+            data: NotificationData(appAppleId: 1, bundleId: "com.example", rawEnvironment: "Production", rawStatus: 1),
+            version: "2.0", signedDate: EpochMilliseconds(at))
+        let v = VerifiedNotification(payload: payload, notificationUUID: uuid, signedDate: EpochMilliseconds(at), environment: .production,
+                                     transaction: tx, renewalInfo: renewal)
+        return FeedInput(signedPayload: "jws-\(uuid)", verdict: .verified(v), source: .history)
+    }
+
+    static func uuid(_ n: Int) -> String { String(format: "00000000-0000-4000-8000-%012d", n) }
+
+    /// The stored state `note` leaves, as a poll would have stored it.
+    static func stored(_ input: FeedInput) -> ClaimedItem {
+        let plan = FeedApplier().plan([input], known: [], stored: [:], establishOnly: false, now: Self.t0date)
+        guard case .polled(let p) = plan.batches.last!.writes[0].outcome else { fatalError("not polled") }
+        var item = ClaimedItem.unregistered(p.snapshot.originalTransactionId, environment: "Production", appAccountToken: nil)
+        item.snapshot = p.snapshot
+        item.segment = p.segment
+        return item
+    }
+
+    static func events(_ plan: FeedApplier.Plan) -> [String] {
+        plan.batches.flatMap(\.writes).flatMap { w -> [String] in
+            guard case .polled(let p) = w.outcome else { return [] }
+            return p.events.map(\.type.rawValue)
+        }
+    }
+
+    @Test func outOfOrderNotificationsAreAppliedInSignedDateOrderOnePerCommit() {
+        let known = Self.stored(Self.note(Self.uuid(1), "A", at: Self.t0))
+        // Given newest first: auto-renew off at t0+2d, then back on at t0+3d.
+        let inputs = [Self.note(Self.uuid(3), "A", at: Self.t0 + 3 * Self.day, autoRenew: true),
+                      Self.note(Self.uuid(2), "A", at: Self.t0 + 2 * Self.day, autoRenew: false)]
+        let plan = FeedApplier().plan(inputs, known: [], stored: ["A": known], establishOnly: false, now: Self.t0date)
+        #expect(plan.batches.count == 2)
+        #expect(plan.batches.allSatisfy { $0.writes.count == 1 })
+        #expect(Self.events(plan) == ["auto_renew_disabled", "auto_renew_enabled"])
+        #expect(plan.batches.flatMap(\.records).map(\.outcome) == [.applied, .applied])
+    }
+
+    @Test func repeatsAndRecordedUUIDsAreDuplicates() {
+        let known = Self.stored(Self.note(Self.uuid(1), "A", at: Self.t0))
+        var inbox = Self.note(Self.uuid(2), "A", at: Self.t0 + Self.day, autoRenew: false)
+        inbox.inboxId = 7
+        let inputs = [inbox, Self.note(Self.uuid(2), "A", at: Self.t0 + Self.day, autoRenew: false),
+                      Self.note(Self.uuid(9), "A", at: Self.t0 + Self.day, autoRenew: false)]
+        let plan = FeedApplier().plan(inputs, known: [UUID(uuidString: Self.uuid(9))!], stored: ["A": known], establishOnly: false, now: Self.t0date)
+        #expect(plan.duplicates == 2)
+        #expect(plan.batches.flatMap(\.records).count == 1)
+        #expect(plan.batches.flatMap(\.inbox).map(\.outcome) == [.applied])
+    }
+
+    @Test func aNotificationOlderThanTheStoredStateIsStaleAndWritesNothing() {
+        let polledLater = Self.stored(Self.note(Self.uuid(1), "A", at: Self.t0 + 5 * Self.day))
+        let plan = FeedApplier().plan([Self.note(Self.uuid(2), "A", at: Self.t0 + Self.day, autoRenew: false)],
+                                      known: [], stored: ["A": polledLater], establishOnly: false, now: Self.t0date)
+        #expect(plan.batches.flatMap(\.writes).isEmpty)
+        #expect(plan.batches.flatMap(\.records).map(\.outcome) == [.stale])
+    }
+
+    @Test func anUnknownSubscriptionIsRegisteredAndEstablishedWithoutEvents() {
+        let plan = FeedApplier().plan([Self.note(Self.uuid(1), "NEW", at: Self.t0, autoRenew: false),
+                                       Self.note(Self.uuid(2), "NEW", at: Self.t0 + Self.day, autoRenew: true)],
+                                      known: [], stored: [:], establishOnly: false, now: Self.t0date)
+        #expect(plan.batches[0].register.map(\.id) == ["NEW"])
+        // The first observation establishes state; the second is news about a known subscription.
+        #expect(Self.events(plan) == ["auto_renew_enabled"])
+    }
+
+    @Test func theFirstSyncEstablishesNeverPolledSubscriptionsFromTheirNewestNotificationOnly() {
+        let polled = Self.stored(Self.note(Self.uuid(1), "P", at: Self.t0))
+        let inputs = [Self.note(Self.uuid(2), "NEW", at: Self.t0, autoRenew: false),
+                      Self.note(Self.uuid(3), "NEW", at: Self.t0 + Self.day, autoRenew: true),
+                      Self.note(Self.uuid(4), "NEW", at: Self.t0 + 2 * Self.day, autoRenew: false),
+                      Self.note(Self.uuid(5), "P", at: Self.t0 + Self.day, autoRenew: false)]
+        let plan = FeedApplier().plan(inputs, known: [], stored: ["P": polled], establishOnly: true, now: Self.t0date)
+        // P was polled before the feed: its news is an event. NEW writes no event at all.
+        #expect(Self.events(plan) == ["auto_renew_disabled"])
+        let records = plan.batches.flatMap(\.records)
+        #expect(records.filter { $0.originalTransactionId == "NEW" }.map(\.outcome).sorted { $0.rawValue < $1.rawValue } == [.applied, .stale, .stale])
+        #expect(plan.batches.flatMap(\.writes).count == 2)
+    }
+
+    @Test func aRejectedPayloadIsQuarantinedWithoutAUUIDAndAboutNothingIsIgnored() {
+        var rejected = FeedInput(signedPayload: "not-a-jws", verdict: .rejected("notThreeParts(1)"), source: .inbox)
+        rejected.inboxId = 3
+        let test = FeedInput(signedPayload: "t", verdict: .verified(VerifiedNotification(
+            payload: ResponseBodyV2DecodedPayload(notificationType: "TEST", notificationUUID: Self.uuid(8)),
+            notificationUUID: Self.uuid(8), signedDate: EpochMilliseconds(Self.t0), environment: .production,
+            transaction: nil, renewalInfo: nil)), source: .history)
+        let plan = FeedApplier().plan([rejected, test], known: [], stored: [:], establishOnly: false, now: Self.t0date)
+        let records = plan.batches.flatMap(\.records)
+        #expect(records.map(\.outcome) == [.quarantined, .ignored])
+        #expect(records[0].uuid == nil && records[0].reason == "notThreeParts(1)")
+        #expect(plan.batches[0].quarantine.map(\.payload.payload) == ["not-a-jws"])
+        #expect(plan.batches[0].inbox.map(\.outcome) == [.quarantined])
+        #expect(plan.batches.flatMap(\.writes).isEmpty)
+    }
+}
