@@ -84,3 +84,37 @@ enum FeedStatusText {
         return line
     }
 }
+
+/// The change feed in `churnwatch status --json` (docs/contracts.md, commands).
+struct FeedStatusJSON: Encodable {
+    var synced_until: Date?, cursor_age_seconds: Double?, sync_in_progress: Bool
+    var last_sync_at: Date?, last_sync_records: Int, records_total: Int64
+    var last_24h: [String: Int], inbox_pending: Int, planning_by_feed_possible: Bool
+
+    init(_ f: FeedStatus, asOf: Date) {
+        let until = f.state.cursor.syncedUntil.map { Date(timeIntervalSince1970: Double($0) / 1000) }
+        synced_until = until
+        cursor_age_seconds = until.map { max(0, asOf.timeIntervalSince($0)) }
+        sync_in_progress = f.state.cursor.inProgress != nil
+        last_sync_at = f.state.lastSyncAt
+        last_sync_records = f.state.lastSyncRecords
+        records_total = f.state.recordsTotal
+        last_24h = Dictionary(uniqueKeysWithValues: f.last24h.map { ($0.key.rawValue, $0.value) })
+        inbox_pending = f.inboxPending
+        planning_by_feed_possible = f.hasNotifications
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case synced_until, cursor_age_seconds, sync_in_progress, last_sync_at, last_sync_records, records_total, last_24h,
+             inbox_pending, planning_by_feed_possible
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(synced_until, forKey: .synced_until); try c.encode(cursor_age_seconds, forKey: .cursor_age_seconds)
+        try c.encode(sync_in_progress, forKey: .sync_in_progress); try c.encode(last_sync_at, forKey: .last_sync_at)
+        try c.encode(last_sync_records, forKey: .last_sync_records); try c.encode(records_total, forKey: .records_total)
+        try c.encode(last_24h, forKey: .last_24h); try c.encode(inbox_pending, forKey: .inbox_pending)
+        try c.encode(planning_by_feed_possible, forKey: .planning_by_feed_possible)
+    }
+}

@@ -41,19 +41,25 @@ struct StatusCommand: AsyncParsableCommand {
             let now = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
             let store = ChurnStore.open(try global.resolvedDatabaseURL())
             try await store.schemaCheck()
+            let feed = try await store.feedStatus(environment: FeedStatusText.environment(), asOf: now)
+            let feedUsed = feed.state.lastSyncAt != nil || feed.state.cursor.inProgress != nil || feed.hasNotifications || feed.inboxPending > 0
             guard let status = try await store.runStatus(runId, now: now) else {
                 if let runId { throw CLIError(description: "no run \(runId)", exitCode: Self.unknownRun) }
-                print(json ? try JSONOutput.line(["run": String?.none]) : "no runs yet")
+                if json {
+                    print(try JSONOutput.line(NoRunJSON(feed: feedUsed ? FeedStatusJSON(feed, asOf: now) : nil)))
+                } else {
+                    print("no runs yet")
+                    if feedUsed { print(FeedStatusText.line(feed, asOf: now)) }
+                }
                 return
             }
             if json {
-                print(try JSONOutput.line(RunStatusJSON(status)))
+                var out = RunStatusJSON(status)
+                out.feed = feedUsed ? FeedStatusJSON(feed, asOf: now) : nil
+                print(try JSONOutput.line(out))
             } else {
                 print(Self.text(status).joined(separator: "\n"))
-                let feed = try await store.feedStatus(environment: FeedStatusText.environment(), asOf: now)
-                if feed.state.lastSyncAt != nil || feed.hasNotifications || feed.inboxPending > 0 {
-                    print(FeedStatusText.line(feed, asOf: now))
-                }
+                if feedUsed { print(FeedStatusText.line(feed, asOf: now)) }
             }
         }
     }
@@ -98,6 +104,17 @@ struct StatusCommand: AsyncParsableCommand {
     }
 }
 
+/// `churnwatch status --json` before any run: `{"run": null}`, and the feed once used.
+struct NoRunJSON: Encodable {
+    var feed: FeedStatusJSON?
+    enum CodingKeys: String, CodingKey { case run, feed }
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encodeNil(forKey: .run)
+        try c.encodeIfPresent(feed, forKey: .feed)
+    }
+}
+
 /// `churnwatch status --json`.
 struct RunStatusJSON: Encodable {
     struct Run: Encodable {
@@ -133,6 +150,8 @@ struct RunStatusJSON: Encodable {
 
     var run: Run, items: Items, calls: Calls, workers: Workers
     var active_seconds: Double, items_per_second: Double?, eta_seconds: Double?, measured_at: Date
+    /// The change feed, once it was ever used (absent before).
+    var feed: FeedStatusJSON?
 
     init(_ s: RunStatus) {
         run = Run(id: s.run.id, kind: s.run.kind.rawValue, as_of: s.run.asOf, status: s.run.status.rawValue,

@@ -114,6 +114,15 @@ struct NotificationFeedCLITests {
         #expect(recorded == expected.count, "recorded \(recorded), the history holds \(expected.count)")
         #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.notifications WHERE outcome = 'quarantined'") == 0)
         print("sync cut short \(cutShort) times in \(attempts) attempts, resumed mid-window \(resumedMidWindow) times; \(recorded) notifications")
+        // `status` shows the feed before any run: read up to the sync's moment, nothing in progress.
+        let status = try await CLIRunner.run(["status", "--json", "--as-of", E2E.iso(Self.asOf.addingTimeInterval(60))], environment: env)
+        #expect(status.status == 0, "\(status.stderr)")
+        let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+        let feed = try #require(object?["feed"] as? [String: Any], "\(status.stdout)")
+        #expect(object?["run"] is NSNull, "\(status.stdout)")
+        #expect(((feed["records_total"] as? Int) ?? 0) >= recorded, "\(status.stdout)")
+        #expect((feed["cursor_age_seconds"] as? Double) == 60, "\(status.stdout)")
+        #expect((feed["sync_in_progress"] as? Bool) == false && (feed["planning_by_feed_possible"] as? Bool) == true, "\(status.stdout)")
     }
 
     @Test("notifications with a rogue chain, a truncated JWS or another app's bundle id are quarantined by the sync and establish nothing")
