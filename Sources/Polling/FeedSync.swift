@@ -71,7 +71,7 @@ public struct FeedSync: Sendable {
     /// Verifies payloads (several at once) in the configured environment, in order.
     func verify(_ payloads: [(payload: String, inboxId: Int64?)], source: NotificationSource) async -> [FeedInput] {
         let client = self.client
-        let lanes = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))
+        let lanes = max(1, ProcessInfo.processInfo.activeProcessorCount)
         let chunk = max(1, (payloads.count + lanes - 1) / lanes)
         return await withTaskGroup(of: (Int, [FeedInput]).self) { group in
             for (lane, start) in stride(from: 0, to: payloads.count, by: chunk).enumerated() {
@@ -129,15 +129,25 @@ public struct FeedSync: Sendable {
         return summary
     }
 
-    /// Applies raw signed payloads (`notifications ingest`): verified, deduplicated, applied.
-    public func ingest(_ payloads: [String], now: Date, runId: Int64? = nil) async throws -> FeedSummary {
+    /// Applies raw signed payloads (`notifications ingest`), batch after batch as `next` gives
+    /// them (nil: no more): verified, deduplicated, applied. Each batch is verified while the
+    /// one before it is applied and committed, so verification (CPU) and the commits
+    /// (PostgreSQL) overlap.
+    public func ingest(now: Date, runId: Int64? = nil, next: () throws -> [String]?) async throws -> FeedSummary {
         var summary = FeedSummary()
-        for start in stride(from: 0, to: payloads.count, by: settings.batchSize) {
-            let part = payloads[start..<min(start + settings.batchSize, payloads.count)].map { ($0, Int64?.none) }
-            let inputs = await verify(part, source: .ingest)
-            summary.add(try await apply(inputs, establishOnly: false, runId: runId, now: now))
+        var verifying: Task<[FeedInput], Never>?
+        defer { verifying?.cancel() }
+        while true {
+            let started = try next().map { batch in
+                Task { await self.verify(batch.map { ($0, Int64?.none) }, source: .ingest) }
+            }
+            if let previous = verifying {
+                verifying = nil
+                summary.add(try await apply(await previous.value, establishOnly: false, runId: runId, now: now))
+            }
+            guard let started else { return summary }
+            verifying = started
         }
-        return summary
     }
 
     /// Applies the inbox's unprocessed rows, oldest first, and marks each processed.

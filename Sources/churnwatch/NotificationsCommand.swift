@@ -120,18 +120,15 @@ struct NotificationsIngestCommand: AsyncParsableCommand {
             }
             let now = Date()
             let context = try await FeedContext.open(global: global, apple: apple, options: feedOptions, asOf: now, logger: logger)
-            var summary = FeedSummary()
             var reader = LineReader(handle)
-            var lines: [String] = []
-            while let line = try reader.next() {
-                guard let payload = NotificationLine.payload(line) else { continue }
-                lines.append(payload)
-                if lines.count >= context.feed.settings.batchSize {
-                    summary.add(try await context.feed.ingest(lines, now: now))
-                    lines.removeAll(keepingCapacity: true)
+            let batchSize = context.feed.settings.batchSize
+            let summary = try await context.feed.ingest(now: now) { () throws -> [String]? in
+                var lines: [String] = []
+                while lines.count < batchSize, let line = try reader.next() {
+                    if let payload = NotificationLine.payload(line) { lines.append(payload) }
                 }
+                return lines.isEmpty ? nil : lines
             }
-            summary.add(try await context.feed.ingest(lines, now: now))
             print(FeedSummaryText.line(summary, what: "notifications ingest \(file)"))
             let inbox = try await context.feed.drainInbox(now: now)
             if inbox.read > 0 { print(FeedSummaryText.line(inbox, what: "notification inbox")) }
@@ -147,36 +144,79 @@ struct NotificationsIngestCommand: AsyncParsableCommand {
 /// One line of an ingest file: `{"signedPayload": "..."}` or a bare JWS; nil for a blank line.
 /// Anything else is passed on as it is, so verification rejects it and it is quarantined.
 enum NotificationLine {
-    static func payload(_ line: String) -> String? {
-        let text = line.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard !text.isEmpty else { return nil }
-        guard text.hasPrefix("{") else { return text }
+    static func payload(_ raw: ArraySlice<UInt8>) -> String? {
+        var lo = raw.startIndex, hi = raw.endIndex
+        while lo < hi, isSpace(raw[lo]) { lo += 1 }
+        while hi > lo, isSpace(raw[hi - 1]) { hi -= 1 }
+        guard lo < hi else { return nil }
+        let text = raw[lo..<hi]
+        guard text.first == UInt8(ascii: "{") else { return String(decoding: text, as: UTF8.self) }
+        if let payload = plainSignedPayload(text) { return payload }
         struct Body: Decodable { var signedPayload: String? }
-        return (try? JSONDecoder().decode(Body.self, from: Data(text.utf8)))?.signedPayload ?? text
+        return (try? JSONDecoder().decode(Body.self, from: Data(text)))?.signedPayload ?? String(decoding: text, as: UTF8.self)
+    }
+
+    static func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0D || b == 0x0A }
+
+    /// `{"signedPayload":"<JWS>"}` with nothing else (spaces aside), read without a JSON
+    /// decoder: a JWS is base64url and dots, which JSON never escapes. nil: any other shape.
+    static func plainSignedPayload(_ text: ArraySlice<UInt8>) -> String? {
+        var i = text.startIndex
+        func skipSpaces() { while i < text.endIndex, isSpace(text[i]) { i += 1 } }
+        func take(_ literal: StaticString) -> Bool {
+            let bytes = UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)
+            guard text.endIndex - i >= bytes.count, text[i..<i + bytes.count].elementsEqual(bytes) else { return false }
+            i += bytes.count
+            return true
+        }
+        guard take("{") else { return nil }
+        skipSpaces()
+        guard take("\"signedPayload\"") else { return nil }
+        skipSpaces()
+        guard take(":") else { return nil }
+        skipSpaces()
+        guard take("\"") else { return nil }
+        let start = i
+        while i < text.endIndex, isJWSByte(text[i]) { i += 1 }
+        let end = i
+        guard take("\"") else { return nil }
+        skipSpaces()
+        guard take("}"), i == text.endIndex else { return nil }
+        return String(decoding: text[start..<end], as: UTF8.self)
+    }
+
+    static func isJWSByte(_ b: UInt8) -> Bool {
+        (0x41...0x5A).contains(b) || (0x61...0x7A).contains(b) || (0x30...0x39).contains(b)
+            || b == UInt8(ascii: "-") || b == UInt8(ascii: "_") || b == UInt8(ascii: ".")
     }
 }
 
-/// Lines of a file, read in chunks (a day's notifications need not fit in memory).
+/// Lines of a file as bytes, read in 64 KiB chunks (a day's notifications need not fit in
+/// memory); each line is valid until the next call.
 struct LineReader {
     private let handle: FileHandle
-    private var buffer = Data()
+    private var buffer: [UInt8] = []
+    private var start = 0
     private var done = false
 
     init(_ handle: FileHandle) { self.handle = handle }
 
-    mutating func next() throws -> String? {
+    mutating func next() throws -> ArraySlice<UInt8>? {
+        var scanned = start
         while true {
-            if let nl = buffer.firstIndex(of: UInt8(ascii: "\n")) {
-                let line = String(decoding: buffer[buffer.startIndex..<nl], as: UTF8.self)
-                buffer.removeSubrange(buffer.startIndex...nl)
-                return line
+            if let nl = buffer[scanned...].firstIndex(of: 0x0A) {
+                defer { start = nl + 1 }
+                return buffer[start..<nl]
             }
             if done {
-                guard !buffer.isEmpty else { return nil }
-                defer { buffer.removeAll() }
-                return String(decoding: buffer, as: UTF8.self)
+                guard start < buffer.count else { return nil }
+                defer { start = buffer.count }
+                return buffer[start...]
             }
-            if let chunk = try handle.read(upToCount: 1 << 16), !chunk.isEmpty { buffer.append(chunk) } else { done = true }
+            buffer.removeSubrange(0..<start)
+            start = 0
+            scanned = buffer.count
+            if let chunk = try handle.read(upToCount: 1 << 16), !chunk.isEmpty { buffer.append(contentsOf: chunk) } else { done = true }
         }
     }
 }
