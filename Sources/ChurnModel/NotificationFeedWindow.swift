@@ -7,7 +7,8 @@
 ///   `overlap` earlier, because Apple files some records after their `signedDate`; the repeats
 ///   are deduplicated on `notificationUUID`.
 /// - Apple keeps 180 days (Sandbox 30) and refuses an older `startDate` (4000012), so the start
-///   is clamped to the retention, a minute inside it. What lies between an old cursor and the
+///   is clamped to the retention, an hour inside it (``retentionMargin``: this host's clock and
+///   Apple's may disagree, and a run's `--as-of` may lie a little in the past). What lies between an old cursor and the
 ///   retention is gone from the feed: ``FeedWindow/gap`` names it, and the caller falls back to
 ///   polling (the windows) for it.
 public struct FeedCursor: Sendable, Hashable {
@@ -53,7 +54,8 @@ public struct FeedWindow: Sendable, Hashable {
 }
 
 public enum NotificationFeedRules {
-    public static let minute: Int64 = 60_000
+    /// How far inside Apple's retention a sync starts at the oldest.
+    public static let retentionMargin: Int64 = 3_600_000
     public static let day: Int64 = 86_400_000
 
     /// The window of the next sync at `now`.
@@ -64,7 +66,7 @@ public enum NotificationFeedRules {
     public static func nextWindow(
         _ cursor: FeedCursor, now: Int64, overlap: Int64, firstLookback: Int64, retentionDays: Int64
     ) -> FeedWindow {
-        let oldest = now - retentionDays * day + minute
+        let oldest = now - retentionDays * day + retentionMargin
         if let p = cursor.inProgress, p.start >= oldest, p.start <= p.end, p.end <= now {
             return FeedWindow(start: p.start, end: p.end, paginationToken: p.paginationToken, gap: nil)
         }

@@ -3,7 +3,7 @@ import Testing
 
 @Suite("Change feed: the window of the next notification-history sync")
 struct NotificationFeedWindowTests {
-    static let day = NotificationFeedRules.day, minute = NotificationFeedRules.minute
+    static let day = NotificationFeedRules.day, margin = NotificationFeedRules.retentionMargin
     static let now: Int64 = 1_800_000_000_000
     static let hour: Int64 = 3_600_000
 
@@ -17,8 +17,8 @@ struct NotificationFeedWindowTests {
 
     @Test func aFirstSyncNeverAsksForMoreThanAppleKeeps() {
         let w = next(FeedCursor(), lookback: 400 * Self.day)
-        #expect(w.start == Self.now - 180 * Self.day + Self.minute)
-        #expect(next(FeedCursor(), lookback: 400 * Self.day, retention: 30).start == Self.now - 30 * Self.day + Self.minute)
+        #expect(w.start == Self.now - 180 * Self.day + Self.margin)
+        #expect(next(FeedCursor(), lookback: 400 * Self.day, retention: 30).start == Self.now - 30 * Self.day + Self.margin)
     }
 
     @Test func theNextSyncStartsAnOverlapBeforeTheCursor() {
@@ -29,7 +29,7 @@ struct NotificationFeedWindowTests {
     @Test func aCursorOlderThanTheRetentionLeavesAGapForTheWindowsToCover() {
         let old = Self.now - 200 * Self.day
         let w = next(FeedCursor(syncedUntil: old))
-        #expect(w.start == Self.now - 180 * Self.day + Self.minute)
+        #expect(w.start == Self.now - 180 * Self.day + Self.margin)
         #expect(w.gap == old..<w.start)
     }
 

@@ -15,7 +15,13 @@ CSV output) with the server's ground truth and the docs/contracts.md contracts:
     night writes no events at all;
   * live win-back entries (pending/claimed) == exactly one per subscriber whose segment has a
     campaign (docs/contracts.md campaign table, within its timing window), none for others;
-  * every run exits 0 and its churnwatch.runs row is finished with status done.
+  * every run exits 0 and its churnwatch.runs row is finished with status done;
+  * the change feed (on, the default; the server files a V2 notification for every change and
+    serves Get Notification History): the first night writes no events at all; flips are
+    counted whoever wrote them; two more nights with windows that select nothing by date keep
+    every notified subscriber in its true segment and poll the unnotified one once its period
+    has ended (period_end_unnotified); churnwatch.notifications holds every notification the
+    server issued once, none quarantined but the forgeries.
 
 Prints one line per mismatch and closes with "N passed, N failed"; exits 1 on any mismatch.
 Exit 2: could not run at all (server, psql or churnwatch unusable).
@@ -27,6 +33,7 @@ import base64
 import csv
 import datetime as dt
 import io
+import json
 import os
 import subprocess
 import sys
@@ -52,6 +59,11 @@ APP_APPLE_ID = 6_450_001_234
 # (stale) on top of the default windows. The default windows alone would, by design, see a
 # mid-period auto-renew flip only near the period's start or end.
 RUN_WINDOWS = ["--stale-after", "20h"]
+# After the --nights nights, FEED_ONLY_NIGHTS more with windows that select nothing by date (and
+# the default --stale-after): the change feed alone keeps state current (docs/contracts.md
+# "Planning with the change feed"), the safety net polls where it is silent and should not be.
+FEED_ONLY_NIGHTS = 2
+ZERO_WINDOWS = ["--start-window", "0s", "--end-window", "0s", "--lapsed-window", "0s"]
 WINBACK_HORIZON = 60 * DAY   # docs/contracts.md: win-back / resubscribe prompts for 60 days after expiry
 RETRY_LIMIT = 60 * DAY       # Apple retries at most 60 days
 
@@ -99,11 +111,14 @@ class Script:
         expires = T0 + int(expires_in_days * DAY)
         start = expires - (periods_before + 1) * period
         s = srv.Subscription(otid=otid, customer=customer or otid, environment=environment, ownership=ownership,
-                             app_account_token=str(uuid.uuid4()) if token else None, auto_renew=auto_renew,
+                             app_account_token=str(uuid.uuid4()) if token else None, auto_renew=1,
                              winback_offer_ids=winback_ids)
-        w.add(s, product, start, offer)
+        w.add(s, product, start, offer)  # SUBSCRIBED, then a DID_RENEW per renewal (notified as they happen)
         while s.latest.expires_ms < expires:
             w._renew(s, s.latest.expires_ms)
+        if auto_renew == 0:  # turned off two hours into the last period, before the check starts
+            s.auto_renew = 0
+            w.notify(s, "DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED", s.latest.purchase_ms + 2 * HOUR)
         self.names[otid] = name
         row = {"original_transaction_id": otid, "app_account_token": s.app_account_token or "",
                "customer_ref": customer_ref or f"cust-{name}", "environment": import_env or environment}
@@ -117,7 +132,9 @@ class Script:
         self.actions.append((before_night(k, hours), otid, action, kw))
 
 
-def build_world() -> tuple[srv.World, Script]:
+def build_world(feed_night: int = 8) -> tuple[srv.World, Script]:
+    """The scripted world. `feed_night` is the first of the FEED_ONLY_NIGHTS nights run with
+    windows that select nothing by date (the change feed alone keeps state current)."""
     sc = Script()
     M, Y, B, P = "com.indie.premium.monthly", "com.indie.premium.yearly", "com.indie.basic.monthly", "com.indie.pro.monthly"
     wb = ["winback.été.50", "winback-basic-1"]
@@ -322,6 +339,38 @@ def build_world() -> tuple[srv.World, Script]:
     uo = sc.sub("off-n1-upgrades-n3", M, 13, periods_before=1)
     sc.at(1, uo, "auto_renew_off")
     sc.at(3, uo, "upgrade", product=Y)
+    # -- changed while the feed alone plans (nights F, F+1: windows that select nothing by date)
+    F = feed_night
+    fo1 = sc.sub("feed-off-nF", M, F + 15, periods_before=1)
+    sc.at(F, fo1, "auto_renew_off")
+    fo2 = sc.sub("feed-off-nF-on-nF1", Y, F + 120)
+    sc.at(F, fo2, "auto_renew_off")
+    sc.at(F + 1, fo2, "auto_renew_on")
+    fo3 = sc.sub("feed-refund-nF1", M, F + 9, periods_before=1)
+    sc.at(F + 1, fo3, "refund")
+    fo4 = sc.sub("feed-grace-nF", M, F - 0.5, periods_before=1)
+    sc.at(F - 1, fo4, "billing_fails", grace_days=16)
+    sc.sub("feed-renews-nF", M, F - 0.3, periods_before=1)
+    fo6 = sc.sub("feed-off-nF-1-expires-nF1", M, F + 0.5, periods_before=1)
+    sc.at(F - 1, fo6, "auto_renew_off")
+    fo7 = sc.sub("feed-price-increase-nF", M, F + 11)
+    sc.at(F, fo7, "price_increase")
+    fo8 = sc.sub("feed-downgrade-nF1", Y, F + 40)
+    sc.at(F + 1, fo8, "downgrade", product=B)
+    fo9 = sc.sub("feed-retry-recovers-nF1", M, F - 0.6, periods_before=1)
+    sc.at(F - 1, fo9, "billing_fails", recover_at=T0 + int((F + 0.6) * DAY))
+    # -- the safety net: Apple's notifications about it are lost from night F on (it turns
+    #    auto-renew off, then expires unnotified): still active as far as the feed knows, so
+    #    churnwatch must poll it once its period has ended (period_end_unnotified)
+    sn = sc.sub("unnotified-off-nF-expires-nF1", M, F + 0.5, periods_before=1)
+    sc.at(F, sn, "notifications_lost", hours=6.5)
+    sc.at(F, sn, "auto_renew_off")
+    # -- the same before the first night: the first sync establishes it from its last (old)
+    #    DID_RENEW, still active; its poll must find it expired and, as a first poll would,
+    #    write no event for what happened before that sync (docs/contracts.md, established_at)
+    sb = sc.sub("unnotified-off-expired-before-first-sync", M, -2, periods_before=1, winback_ids=wb)
+    sc.at(0, sb, "notifications_lost", hours=24 * 20)
+    sc.at(0, sb, "auto_renew_off", hours=24 * 10)
     # -- an id neither environment knows
     sc.rows.append({"original_transaction_id": "420000999999999", "app_account_token": "", "customer_ref": "ghost",
                     "environment": "Production"})
@@ -367,6 +416,8 @@ def expected_campaign(t: dict | None, segment: str, now: int) -> str | None:
         return None  # the 60-day window after expiry has closed
     if campaign == "billing_fix" and now - t["expiresDate"] > RETRY_LIMIT:
         return None
+    if campaign == "save_offer" and t["expiresDate"] <= now:
+        return None  # "now, until the period ends" (a period ending at the run's very moment, unnotified yet)
     return campaign
 
 
@@ -425,7 +476,7 @@ def main(argv: list[str]) -> int:
         server_log.write(line + "\n")
         server_log.flush()
 
-    world, script = build_world()
+    world, script = build_world(feed_night=args.nights)
     envs = srv.Environments(workdir, world, log=log)
     ck = Checker(args)
     status = 2
@@ -484,42 +535,78 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
     otids = [row["original_transaction_id"] for row in script.rows]
     actions = list(script.actions)
     previous_truth: dict | None = None
+    # What churnwatch could know of each subscription after the last night (the truth of its
+    # last verified observation), and that observation as (status, autoRenewStatus).
+    known: dict[str, dict] = {}
+    last_obs: dict[str, tuple] = {}
+    unnotified_sub = next(o for o, n in names.items() if n == "unnotified-off-nF-expires-nF1")
     run_log = open(os.path.join(workdir, "churnwatch.log"), "a", encoding="utf-8")
-    for k in range(args.nights):
+    for k in range(args.nights + FEED_ONLY_NIGHTS):
         now = night_ms(k)
+        feed_only = k >= args.nights
+        windows = ZERO_WINDOWS if feed_only else RUN_WINDOWS
         while actions and actions[0][0] <= now:
             at, otid, action, kw = actions.pop(0)
-            if action == "refund" and "revocation_type" in kw:
-                kw = dict(kw)
-                rtype = kw.pop("revocation_type")
-                world.act(otid, "refund", at, **kw)
-                world.subs[otid].latest.revocation_type = rtype
-            else:
-                world.act(otid, action, at, **kw)
-        world.advance(now + SERVER_LEAD)
-        truth = world.truth()["subscriptions"]
+            world.act(otid, action, at, **kw)
         forged = script.forged.get(k, set())
+        # The night's notifications about a forged subscription are forged too (served signed by
+        # the untrusted chain): quarantined, they must change nothing either.
+        for n_ in world.notifications:
+            if n_.otid in forged and night_ms(k - 1) < n_.signed_ms <= now:
+                n_.forged = True
+        # The notifications churnwatch's sync gets tonight (Production: the environment it syncs;
+        # signed before the run's moment, its endDate), per subscription, in order.
+        notes: dict[str, list] = {}
+        for n_ in sorted(world.notifications, key=lambda n_: (n_.signed_ms, n_.seq)):
+            if (n_.environment == "Production" and not n_.forged and n_.status is not None
+                    and (k == 0 or night_ms(k - 1) <= n_.signed_ms) and n_.signed_ms < now):
+                notes.setdefault(n_.otid, []).append((n_.status, n_.auto_renew))
+        if feed_only:
+            # What the feed can tell at the run's moment: the truth just before it (a change at
+            # the very moment is filed then, and read by the next night's sync).
+            world.advance(now - 1)
+            feed_truth = world.truth()["subscriptions"]
+        world.advance(now + SERVER_LEAD)
+        real_truth = world.truth()["subscriptions"]
         envs.production.forged = set(forged)
         replayed = script.replayed.get(k, {})
         envs.production.replay = {o: night_ms(n) + SERVER_LEAD for o, n in replayed.items()}
-        # What churnwatch may know: a forged or stale answer changes nothing, so the last verified truth stands.
-        truth = {o: (previous_truth[o] if (o in forged or o in replayed) and previous_truth else t)
-                 for o, t in truth.items()}
+
+        def knowable(o, t):
+            # A forged or stale answer changes nothing, so the last verified truth stands.
+            if (o in forged or o in replayed) and previous_truth:
+                return previous_truth[o]
+            # A change Apple never notified, while the feed alone plans: churnwatch learns it when
+            # the period it knows has ended (period_end_unnotified), not before.
+            if feed_only and t is not None and not t["notified"] and o in known:
+                kn = known[o]
+                if not (kn["status"] == 1 and kn["expiresDate"] + HOUR < now):
+                    return kn
+                return t  # polled: the server's answer
+            return feed_truth.get(o) if feed_only else t
+        truth = {o: knowable(o, t) for o, t in real_truth.items()}
         # Transient, retryable failures churnwatch must ride out (docs/architecture.md §3: retryable errors back off).
         # GeneralInternal (5000000, "try again later") on the one subscriber that changes that night.
         trial = next(o for o, n in names.items() if n == "trial-off-expires-n7")
-        faults = {2: {"status": [5000001]}, 3: {"history": [5000001]}, 4: {"status": [4040002], "history": [4040006]},
+        # With the change feed, churnwatch reads the transaction history mostly on the first night:
+        # its faults are there too, so they still fire.
+        faults = {0: {"history": [5000001, 4040006]}, 2: {"status": [5000001]}, 3: {"history": [5000001]}, 4: {"status": [4040002], "history": [4040006]},
                   5: {"receipt": [21005]}, 6: {"status": [5000001, 5000001], "receipt": [21100]},
                   7: {f"status:{trial}": [5000000]}}
         envs.production.faults = {k_: list(v) for k_, v in faults.get(k, {}).items()}
         if k == 2:
             envs.production.force_429.add("history")
+        if k == 5:  # the change feed too: one 429 (Retry-After in epoch ms), then one retryable 5000001
+            envs.production.force_429.add("notification")
+            envs.production.faults["notification"] = [5000001]
         # One 429 (Retry-After in epoch ms) on the first status call of every second night.
         if k % 2 == 1:
             envs.production.force_429.add("status")
 
-        r = ck.churnwatch(["run", "--as-of", iso(now), "--log-format", "json"] + RUN_WINDOWS, env)
-        run_log.write(f"=== night {k} {iso(now)} exit {r.returncode}\n{r.stdout}\n{r.stderr}\n")
+        envs.production.log(f"=== night {k} {iso(now)}")
+        events_before = int(ck.psql("SELECT coalesce(max(id), 0) AS n FROM churnwatch.churn_events")[0]["n"])
+        r = ck.churnwatch(["run", "--as-of", iso(now), "--log-format", "json"] + windows, env)
+        run_log.write(f"=== night {k} {iso(now)} {' '.join(windows)} exit {r.returncode}\n{r.stdout}\n{r.stderr}\n")
         run_log.flush()
         for o in forged:
             q = ck.psql(f"SELECT count(*) AS n FROM churnwatch.quarantine WHERE original_transaction_id = '{o}'")
@@ -528,35 +615,64 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
                  f"exit {r.returncode}: {r.stderr.strip().splitlines()[-1:] if r.stderr.strip() else ''}")
         if args.verbose:
             print(f"--- night {k} {iso(now)}\n{r.stdout.strip()}", flush=True)
-        runs = ck.psql("SELECT id, status, finished_at, as_of, failed FROM churnwatch.runs ORDER BY id DESC LIMIT 1")
+        runs = ck.psql("SELECT id, status, finished_at, as_of, failed, counts FROM churnwatch.runs ORDER BY id DESC LIMIT 1")
         run = runs[0] if runs else {}
         ck.check(bool(run) and run.get("status") == "done" and bool(run.get("finished_at")), "churnwatch.runs", k,
                  "a finished run with status done", run or "no run row")
         # Only the id Apple doesn't know and the forged answers may fail; transient faults must not.
+        # (With the feed alone planning, the unknown id is polled again only if its failure makes it due.)
         expected_failed = sum(1 for o in otids if o not in world.subs) + len(forged)
         failures = ck.psql(f"SELECT original_transaction_id, outcome FROM churnwatch.run_items WHERE run_id = {int(run.get('id', 0))} AND status = 'failed'")
-        ck.check(int(run.get("failed", -1)) == expected_failed, "churnwatch.runs.failed", k, expected_failed,
+        failed_ok = (int(run.get("failed", -1)) == expected_failed if not feed_only else
+                     all(f["original_transaction_id"] not in world.subs for f in failures))
+        ck.check(failed_ok, "churnwatch.runs.failed", k, expected_failed if not feed_only else "only the unknown id",
                  f"{run.get('failed')}: " + "; ".join(f"{names.get(f['original_transaction_id'], '?')}: {f['outcome']}" for f in failures))
         run_id = run.get("id", "0")
+        if feed_only:
+            try:
+                due = json.loads(run.get("counts") or "{}").get("due_by_reason")
+            except ValueError:
+                due = run.get("counts")
+            print(f"night {k} (windows select nothing by date): due by reason {due}", flush=True)
+            # Planned by the feed: polled only where it is silent and should not be (docs/contracts.md).
+            reasons = ck.psql(f"SELECT DISTINCT reason FROM churnwatch.run_items WHERE run_id = {int(run.get('id', 0))}")
+            other = sorted({r_["reason"] for r_ in reasons} - {"new", "failed", "stale", "billing_no_news", "period_end_unnotified"})
+            ck.check(not other, "planned by the change feed", k, "no date-window reasons", other)
 
         # Segments
         got_seg = {r_["original_transaction_id"]: r_["segment"]
                    for r_ in ck.psql("SELECT original_transaction_id, segment FROM churnwatch.subscription_segments")}
         expected_seg = {o: expected_segment(truth.get(o), now) for o in otids}
         for o in otids:
+            real = expected_segment(real_truth.get(o), now)
+            if real != expected_seg[o] and got_seg.get(o) == real and o not in forged and o not in replayed \
+                    and not real_truth[o]["notified"]:
+                # An unnotified change churnwatch found before the period ended (polled for another
+                # reason): not wrong, only earlier than the safety net promises.
+                print(f"note: {names[o]} ({o}) night {k}: unnotified change already seen ({real})", flush=True)
+                truth[o] = real_truth[o]
+                expected_seg[o] = real
             ck.check(got_seg.get(o) == expected_seg[o], f"{names[o]} ({o}) segment", k, expected_seg[o], got_seg.get(o))
 
-        # Auto-renew flip events (and no events at all on the first night)
-        events = ck.psql(f"SELECT original_transaction_id, event FROM churnwatch.churn_events WHERE run_id = {int(run_id)}")
+        # Auto-renew flip events, from the feed and the polls alike (churn_events.run_id is NULL
+        # for the feed's): a flip between two consecutive observations churnwatch made of an
+        # active subscription (its last one, tonight's notifications, tonight's poll); none on
+        # the first night, none at all on the first night (the first sync establishes quietly).
+        events = ck.psql(f"SELECT original_transaction_id, event, run_id FROM churnwatch.churn_events WHERE id > {events_before}")
         if k == 0:
-            ck.check(not events, "first night", k, "no events",
+            ck.check(not events, "first night (feed and polls)", k, "no events",
                      f"{len(events)} events: " + ", ".join(f"{names.get(e['original_transaction_id'], e['original_transaction_id'])}:{e['event']}" for e in events[:8]))
         for o in otids:
-            exp = set()
-            if previous_truth is not None and o in truth:
-                a, b = previous_truth[o], truth[o]
-                if a["status"] == 1 and b["status"] == 1 and a["autoRenewStatus"] != b["autoRenewStatus"]:
-                    exp.add("auto_renew_enabled" if b["autoRenewStatus"] == 1 else "auto_renew_disabled")
+            t = truth.get(o)
+            if t is None:
+                continue
+            seq = ([last_obs[o]] if o in last_obs else []) + notes.get(o, []) + [(t["status"], t["autoRenewStatus"])]
+            exp = []
+            if k > 0:
+                for a, b in zip(seq, seq[1:]):
+                    if a[0] == 1 and b[0] == 1 and a[1] != b[1]:
+                        exp.append("auto_renew_enabled" if b[1] == 1 else "auto_renew_disabled")
+            last_obs[o] = seq[-1]
             got = sorted(e["event"] for e in events if e["original_transaction_id"] == o
                          and e["event"] in ("auto_renew_disabled", "auto_renew_enabled"))
             ck.check(got == sorted(exp), f"{names[o]} ({o}) auto-renew events", k, sorted(exp) or "none", got or "none")
@@ -579,22 +695,38 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
             got = [e["campaign"] for e in live if e["original_transaction_id"] == o]
             ck.check(got == ([c] if c else []), f"{names[o]} ({o}) live win-back ({expected_seg[o]})", k,
                      c or "none", ", ".join(got) or "none")
+
+        # The safety net: the subscription whose changes Apple never notified is polled once the
+        # period churnwatch knows has ended, for that reason.
+        if feed_only and truth.get(unnotified_sub) is real_truth.get(unnotified_sub) and \
+                known.get(unnotified_sub, {}).get("status") == 1 and known[unnotified_sub]["expiresDate"] + HOUR < now:
+            item = ck.psql(f"SELECT reason, status FROM churnwatch.run_items WHERE run_id = {int(run_id)} "
+                           f"AND original_transaction_id = '{unnotified_sub}'")
+            ck.check(bool(item) and item[0]["reason"] == "period_end_unnotified" and item[0]["status"] == "done",
+                     f"{names[unnotified_sub]} ({unnotified_sub}) polled by the safety net", k,
+                     "period_end_unnotified, done", item[0] if item else "not planned")
         previous_truth = truth
+        known = {o: t for o, t in truth.items() if t is not None}
 
         if k == 3:
             # The same night again (an operator re-runs it): exit 0, nothing new.
             before = ck.psql("SELECT count(*) AS n FROM churnwatch.churn_events")[0]["n"]
             live_before = ck.psql("SELECT count(*) AS n FROM churnwatch.winback_queue WHERE status IN ('pending','claimed')")[0]["n"]
+            notes_before = ck.psql("SELECT count(*) AS n FROM churnwatch.notifications")[0]["n"]
             r = ck.churnwatch(["run", "--as-of", iso(now), "--log-format", "json"] + RUN_WINDOWS, env)
             run_log.write(f"=== night {k} again {iso(now)} exit {r.returncode}\n{r.stdout}\n{r.stderr}\n")
             ck.check(r.returncode == 0, "churnwatch run (re-run)", k, "exit 0", f"exit {r.returncode}")
             after = ck.psql("SELECT count(*) AS n FROM churnwatch.churn_events")[0]["n"]
             live_after = ck.psql("SELECT count(*) AS n FROM churnwatch.winback_queue WHERE status IN ('pending','claimed')")[0]["n"]
-            ck.check((before, live_before) == (after, live_after), "re-run of the same night", k,
-                     f"{before} events, {live_before} live entries", f"{after} events, {live_after} live entries")
+            notes_after = ck.psql("SELECT count(*) AS n FROM churnwatch.notifications")[0]["n"]
+            ck.check((before, live_before, notes_before) == (after, live_after, notes_after), "re-run of the same night", k,
+                     f"{before} events, {live_before} live entries, {notes_before} notifications",
+                     f"{after} events, {live_after} live entries, {notes_after} notifications")
 
-    sandbox_app(ck, args, workdir, world, script, envs, first_night=args.nights)
-    https_app(ck, args, workdir, world, script, envs, night=args.nights + 2)
+    last = args.nights + FEED_ONLY_NIGHTS - 1
+    check_feed_table(ck, args.database_url, world, script, "Production", night_ms(0) - 179 * DAY, night_ms(last), "change feed")
+    sandbox_app(ck, args, workdir, world, script, envs, first_night=last + 1)
+    https_app(ck, args, workdir, world, script, envs, night=last + 3)
 
     calls = {env_.environment: dict(env_.calls) for env_ in (envs.production, envs.sandbox)}
     print(f"server calls: {calls}", flush=True)
@@ -627,8 +759,57 @@ def sandbox_app(ck: Checker, args, workdir: str, world: srv.World, script: Scrip
             r = ck.churnwatch(["run", "--as-of", iso(now), "--log-format", "json"] + RUN_WINDOWS, env)
             ck.check(r.returncode == 0, "sandbox app: churnwatch run", k, "exit 0", f"exit {r.returncode}")
             check_segments(ck, url, script, sandbox_rows, {o: expected_segment(t, now) for o, t in truth.items()}, k, "sandbox app")
+        # Its feed: the sandbox server's own notifications (Sandbox keeps 30 days).
+        check_feed_table(ck, url, world, script, "Sandbox", night_ms(first_night) - 29 * DAY, night_ms(first_night + 1),
+                         "sandbox app: change feed")
     finally:
         ck.psql(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+def check_feed_table(ck: Checker, url: str, world: srv.World, script: Script, environment: str, since_ms: int,
+                     until_ms: int, phase: str):
+    """churnwatch.notifications against the notifications the server filed for `environment`:
+    every one signed in [since_ms, until_ms) is there once (by notification_uuid), with its type,
+    subtype and subscription, read from Apple's history; none quarantined but the deliberate
+    forgeries; one-time purchases ignored; nothing the server never issued."""
+    rows = ck.psql_url(url, "SELECT notification_uuid, notification_type, subtype, original_transaction_id, environment, "
+                            "source, outcome, reason FROM churnwatch.notifications")
+    by_uuid: dict[str, list[dict]] = {}
+    for r_ in rows:
+        if r_["notification_uuid"]:
+            by_uuid.setdefault(r_["notification_uuid"], []).append(r_)
+    issued = {n.uuid: n for n in world.notifications}
+    expected = [n for n in world.notifications
+                if n.environment == environment and not n.forged and since_ms <= n.signed_ms < until_ms]
+    name = lambda o: script.names.get(o, o)  # noqa: E731
+    missing = [n for n in expected if n.uuid not in by_uuid]
+    ck.check(not missing, f"{phase}: notifications recorded", "-", f"all {len(expected)} issued",
+             f"{len(missing)} missing, e.g. " + ", ".join(f"{name(n.otid)} {n.notification_type}/{n.subtype} {iso(n.signed_ms)}"
+                                                            for n in missing[:6]))
+    dup = {u: len(v) for u, v in by_uuid.items() if len(v) > 1}
+    ck.check(not dup, f"{phase}: notifications recorded once", "-", "no duplicates", dup)
+    stranger = [u for u in by_uuid if u not in issued]
+    ck.check(not stranger, f"{phase}: notifications the server issued", "-", "only those", stranger[:5])
+    wrong, outcomes = [], {}
+    for n in expected:
+        for r_ in by_uuid.get(n.uuid, [])[:1]:
+            outcomes[r_["outcome"]] = outcomes.get(r_["outcome"], 0) + 1
+            # A one-time purchase is about its own transaction (its originalTransactionId), verified and ignored.
+            want_outcome = ("applied", "stale") if n.status is not None else ("ignored",)
+            if (r_["notification_type"], r_["subtype"] or None, r_["original_transaction_id"], r_["source"]) != \
+                    (n.notification_type, n.subtype, n.transaction["originalTransactionId"], "history") \
+                    or r_["outcome"] not in want_outcome:
+                wrong.append(f"{name(n.otid)} {n.notification_type}/{n.subtype}: {dict(r_)}")
+    ck.check(not wrong, f"{phase}: notifications as issued", "-", "type, subtype, subscription, source history, outcome",
+             f"{len(wrong)} differ, e.g. {wrong[:3]}")
+    forged = {n.otid for n in world.notifications if n.forged and n.environment == environment}
+    quarantined = [r_ for r_ in rows if r_["outcome"] == "quarantined"]
+    ck.check(all(r_["original_transaction_id"] in forged or not r_["original_transaction_id"] for r_ in quarantined)
+             and (bool(quarantined) or not forged),
+             f"{phase}: quarantined notifications", "-", f"only the forged ones ({', '.join(name(o) for o in forged) or 'none'})",
+             [f"{name(r_['original_transaction_id'])}: {r_['reason']}" for r_ in quarantined][:5] or "none")
+    print(f"{phase}: {len(rows)} notifications recorded ({len(expected)} expected), outcomes {outcomes}, "
+          f"{len(quarantined)} quarantined", flush=True)
 
 
 def side_database(ck: Checker, args, suffix: str, phase: str) -> tuple[str, str] | None:

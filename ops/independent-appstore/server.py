@@ -279,6 +279,8 @@ class Subscription:
     one_offs: list[Txn] = field(default_factory=list)  # consumables / non-consumables of the customer
     receipt: str | None = None    # legacy receipt-data (base64) the app stored, if any
     renewal_removed: bool = False  # legacy: cancelled during grace, the pending_renewal_info item is gone
+    notifications_on: bool = True  # False: Apple's notifications about it are lost from then on (safety-net case)
+    grace_expiry_notified: bool = False
 
     @property
     def latest(self) -> Txn:
@@ -303,6 +305,46 @@ class Subscription:
         return 2
 
 
+# Notifications V2 (fact sheet §8): types and their subtypes ("" = no subtype), for the
+# history endpoint's filters (4000018 for anything else).
+NOTIFICATION_TYPES = {
+    "SUBSCRIBED": {"INITIAL_BUY", "RESUBSCRIBE"},
+    "DID_CHANGE_RENEWAL_STATUS": {"AUTO_RENEW_DISABLED", "AUTO_RENEW_ENABLED"},
+    "DID_CHANGE_RENEWAL_PREF": {"UPGRADE", "DOWNGRADE", ""},
+    "OFFER_REDEEMED": {"UPGRADE", "DOWNGRADE", ""},
+    "DID_RENEW": {"BILLING_RECOVERY", ""},
+    "DID_FAIL_TO_RENEW": {"GRACE_PERIOD", ""},
+    "GRACE_PERIOD_EXPIRED": {""},
+    "EXPIRED": {"VOLUNTARY", "BILLING_RETRY", "PRICE_INCREASE", "PRODUCT_NOT_FOR_SALE", ""},
+    "PRICE_INCREASE": {"PENDING", "ACCEPTED"},
+    "REFUND": {""}, "REFUND_DECLINED": {""}, "REFUND_REVERSED": {""}, "REVOKE": {""},
+    "CONSUMPTION_REQUEST": {""}, "RENEWAL_EXTENDED": {""}, "RENEWAL_EXTENSION": {"SUMMARY", "FAILURE"},
+    "TEST": {""}, "EXTERNAL_PURCHASE_TOKEN": {"UNREPORTED", ""}, "ONE_TIME_CHARGE": {""},
+    "RESCIND_CONSENT": {""}, "METADATA_UPDATE": {""}, "MIGRATION": {""}, "PRICE_CHANGE": {""},
+}
+EXPIRED_SUBTYPE = {1: "VOLUNTARY", 2: "BILLING_RETRY", 3: "PRICE_INCREASE", 4: "PRODUCT_NOT_FOR_SALE"}
+
+
+@dataclass
+class Notification:
+    """One V2 notification as Apple filed it: its content is fixed at the moment of the change
+    (payloads built then); the JWS are signed when first served, by the serving PKI."""
+    uuid: str
+    seq: int
+    otid: str
+    environment: str
+    notification_type: str
+    subtype: str | None
+    signed_ms: int
+    status: int | None          # data.status at the moment (None: not an auto-renewable)
+    auto_renew: int | None      # the renewal info's autoRenewStatus at the moment
+    transaction: dict
+    renewal: dict | None
+    attempts: list[tuple[int, str]]
+    forged: bool = False        # served signed by the untrusted look-alike chain
+    signed: dict = field(default_factory=dict)  # id(pki) -> signedPayload
+
+
 class World:
     def __init__(self, bundle_id: str, app_apple_id: int, seed: int = 7):
         self.bundle_id, self.app_apple_id = bundle_id, app_apple_id
@@ -311,6 +353,10 @@ class World:
         self.now_ms = 0
         self.lock = threading.RLock()
         self.rng = random.Random(seed)
+        # Notifications get their own randomness, so the world's ids don't depend on them.
+        self.note_rng = random.Random(seed + 1000)
+        self.notifications: list[Notification] = []
+        self.unnotified: list[dict] = []  # changes Apple never notified (the safety net's case)
         self._next_id = 420_000_000_100_000 + seed * 1_000_000
         self.shared_secret = hashlib.sha256(f"indie-{seed}".encode()).hexdigest()[:32]
 
@@ -329,9 +375,50 @@ class World:
         sub.auto_renew_product = sub.auto_renew_product or product
         self.subs[sub.otid] = sub
         self.txn_index[tid] = sub
+        self.notify(sub, "SUBSCRIBED", "INITIAL_BUY", start_ms)
         return sub
 
-    def _renew(self, sub: Subscription, at_ms: int, product: str | None = None):
+    def notify(self, sub: Subscription, ntype: str, subtype: str | None, at_ms: int, txn: Txn | None = None):
+        """Apple files a V2 notification about `sub` as it is at `at_ms` (fact sheet §8)."""
+        if not sub.notifications_on:
+            self.unnotified.append({"originalTransactionId": sub.otid, "notificationType": ntype,
+                                    "subtype": subtype, "at": at_ms})
+            return
+        txn = txn or sub.latest
+        renewable = txn.product_type == "Auto-Renewable Subscription"
+        seq = len(self.notifications)
+        # Delivery: most got through at once; some after a retry; a few are still failing (onlyFailures).
+        if seq % 17 == 8:
+            attempts = [(at_ms + 1500, "UNSUCCESSFUL_HTTP_RESPONSE_CODE"), (at_ms + 3_600_000, "NO_RESPONSE"),
+                        (at_ms + 4 * 3_600_000, "TIMED_OUT")]
+        elif seq % 9 == 4:
+            attempts = [(at_ms + 2000, "TIMED_OUT"), (at_ms + 3_600_000, "SUCCESS")]
+        else:
+            attempts = [(at_ms + 1200, "SUCCESS")]
+        self.notifications.append(Notification(
+            uuid=str(uuid.uuid4()), seq=seq, otid=sub.otid, environment=sub.environment,
+            notification_type=ntype, subtype=subtype, signed_ms=at_ms,
+            status=sub.status(at_ms) if renewable else None, auto_renew=sub.auto_renew if renewable else None,
+            transaction=self.transaction_payload(sub, txn, at_ms=at_ms, rng=self.note_rng),
+            renewal=self.renewal_payload(sub, at_ms=at_ms, rng=self.note_rng) if renewable else None,
+            attempts=attempts))
+
+    def notification_payload(self, n: Notification, pki: "PKI") -> dict:
+        data = {"bundleId": self.bundle_id, "bundleVersion": "4.2.1", "environment": n.environment,
+                "signedTransactionInfo": pki.sign_jws(n.transaction)}
+        if n.environment == "Production":  # Apple: appAppleId isn't present in the sandbox environment
+            data["appAppleId"] = self.app_apple_id
+        if n.renewal is not None:
+            data["signedRenewalInfo"] = pki.sign_jws(n.renewal)
+        if n.status is not None:
+            data["status"] = n.status
+        p = {"notificationType": n.notification_type, "notificationUUID": n.uuid, "version": "2.0",
+             "signedDate": n.signed_ms, "data": self._shuffle(data, self.note_rng)}
+        if n.subtype:
+            p["subtype"] = n.subtype
+        return self._shuffle(p, self.note_rng)
+
+    def _renew(self, sub: Subscription, at_ms: int, product: str | None = None, subtype: str | None = None):
         product = product or sub.auto_renew_product
         period = PRODUCTS[product][1]
         price = PRODUCTS[product][2]
@@ -340,6 +427,7 @@ class World:
         t = Txn(self.new_id(), sub.otid, product, at_ms, at_ms + period, self.new_id(), "RENEWAL", at_ms, price=price)
         sub.txns.append(t)
         self.txn_index[t.transaction_id] = sub
+        self.notify(sub, "DID_RENEW", subtype, at_ms)
 
     def backfill_renewals(self, sub: Subscription, until_ms: int):
         """History: renew (auto-renew on, charges succeed) up to `until_ms`."""
@@ -352,37 +440,51 @@ class World:
             if last.revocation_ms is not None:
                 return
             if sub.in_retry:
+                # The next of: the grace period's end (notified), recovery, Apple giving up.
+                due = []
+                if sub.grace_expires_ms is not None and not sub.grace_expiry_notified and sub.grace_expires_ms <= now_ms:
+                    due.append((sub.grace_expires_ms, 0))
                 if sub.recover_at_ms is not None and sub.recover_at_ms <= now_ms:
-                    at = sub.recover_at_ms
-                    sub.in_retry, sub.grace_expires_ms, sub.recover_at_ms, sub.billing_fails = False, None, None, False
-                    self._renew(sub, at)  # Apple starts the new period on the recovery date
-                    continue
+                    due.append((sub.recover_at_ms, 1))
                 if sub.give_up_at_ms is not None and sub.give_up_at_ms <= now_ms:
-                    sub.in_retry, sub.retry_gave_up, sub.expiration_intent = False, True, 2
-                    sub.auto_renew = 0  # Apple reports auto-renew off afterwards: not a customer flip
+                    due.append((sub.give_up_at_ms, 2))
+                if not due:
                     return
+                at, what = min(due)
+                if what == 0:
+                    sub.grace_expiry_notified = True
+                    self.notify(sub, "GRACE_PERIOD_EXPIRED", None, at)
+                    continue
+                if what == 1:
+                    sub.in_retry, sub.grace_expires_ms, sub.recover_at_ms, sub.billing_fails = False, None, None, False
+                    self._renew(sub, at, subtype="BILLING_RECOVERY")  # Apple starts the new period on the recovery date
+                    continue
+                sub.in_retry, sub.retry_gave_up, sub.expiration_intent = False, True, 2
+                sub.auto_renew = 0  # Apple reports auto-renew off afterwards: not a customer flip
+                self.notify(sub, "EXPIRED", "BILLING_RETRY", at)
                 return
             if last.expires_ms > now_ms or sub.expiration_intent is not None:
                 return
             # The period ended at last.expires_ms: renew, retry or expire.
             if sub.auto_renew == 0:
                 sub.expiration_intent = 1
-                return
-            if sub.price_increase_status == 0:
+            elif sub.price_increase_status == 0:
                 sub.expiration_intent, sub.auto_renew = 3, 0
-                return
-            if sub.forced_intent is not None:
+            elif sub.forced_intent is not None:
                 sub.expiration_intent, sub.auto_renew = sub.forced_intent, 0
-                return
-            if sub.not_for_sale:
+            elif sub.not_for_sale:
                 sub.expiration_intent, sub.auto_renew = 4, 0
-                return
-            if sub.billing_fails:
-                sub.in_retry = True
+            elif sub.billing_fails:
+                sub.in_retry, sub.grace_expiry_notified = True, False
                 if sub.grace_days:
                     sub.grace_expires_ms = last.expires_ms + sub.grace_days * DAY_MS
-                return
-            self._renew(sub, last.expires_ms)
+                self.notify(sub, "DID_FAIL_TO_RENEW", "GRACE_PERIOD" if sub.grace_days else None, last.expires_ms)
+                continue
+            else:
+                self._renew(sub, last.expires_ms)
+                continue
+            self.notify(sub, "EXPIRED", EXPIRED_SUBTYPE.get(sub.expiration_intent), last.expires_ms)
+            return
 
     def advance(self, now_ms: int):
         with self.lock:
@@ -398,30 +500,43 @@ class World:
             sub = self.subs[otid]
             if action == "auto_renew_off":
                 sub.auto_renew = 0
+                stopped_retry = sub.in_retry
                 if sub.in_retry:  # cancelled during grace/retry: retry stops, expired (intent 1)
                     if sub.grace_expires_ms is not None and sub.grace_expires_ms > at_ms:
                         sub.renewal_removed = True  # fact sheet §7: removed from pending_renewal_info
                     sub.in_retry, sub.grace_expires_ms, sub.expiration_intent = False, None, 1
+                self.notify(sub, "DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED", at_ms)
+                if stopped_retry:
+                    self.notify(sub, "EXPIRED", "VOLUNTARY", at_ms)
             elif action == "auto_renew_on":
                 sub.auto_renew = 1
+                self.notify(sub, "DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_ENABLED", at_ms)
             elif action == "refund":
                 t = sub.latest
                 t.revocation_ms, t.revocation_reason = at_ms, kw.get("reason", 1)
-                t.revocation_type, t.modified_ms = "REFUND_FULL", at_ms
+                t.revocation_type, t.modified_ms = kw.get("revocation_type", "REFUND_FULL"), at_ms
                 if kw.get("auto_renew_off", True):
                     sub.auto_renew = 0
+                self.notify(sub, "REVOKE" if t.revocation_type == "FAMILY_REVOKE" else "REFUND", None, at_ms)
             elif action == "refund_reversed":
                 t = sub.latest
                 t.revocation_ms = t.revocation_reason = t.revocation_type = None
                 t.modified_ms = at_ms
+                self.notify(sub, "REFUND_REVERSED", None, at_ms)
             elif action == "downgrade":
                 sub.auto_renew_product = kw["product"]
+                self.notify(sub, "DID_CHANGE_RENEWAL_PREF", "DOWNGRADE", at_ms)
             elif action == "cancel_downgrade":
                 sub.auto_renew_product = sub.product
+                self.notify(sub, "DID_CHANGE_RENEWAL_PREF", None, at_ms)
             elif action == "price_increase":
                 sub.price_increase_status = 0
+                self.notify(sub, "PRICE_INCREASE", "PENDING", at_ms)
             elif action == "price_consent":
                 sub.price_increase_status = 1
+                self.notify(sub, "PRICE_INCREASE", "ACCEPTED", at_ms)
+            elif action == "notifications_lost":  # from now on Apple's notifications about it never arrive
+                sub.notifications_on = False
             elif action == "billing_fails":
                 sub.billing_fails = True
                 sub.grace_days = kw.get("grace_days", 0)
@@ -440,6 +555,7 @@ class World:
                 sub.txns.append(t)
                 self.txn_index[t.transaction_id] = sub
                 sub.auto_renew_product, sub.auto_renew = product, 1  # the new product renews
+                self.notify(sub, "DID_CHANGE_RENEWAL_PREF", "UPGRADE", at_ms)
             elif action == "resubscribe":  # a new purchase in the same group after churn (same original id)
                 product = kw.get("product") or sub.auto_renew_product
                 t = Txn(self.new_id(), sub.otid, product, at_ms, at_ms + PRODUCTS[product][1], self.new_id(), "PURCHASE",
@@ -451,12 +567,14 @@ class World:
                 sub.auto_renew_product = product
                 sub.auto_renew, sub.expiration_intent, sub.in_retry, sub.retry_gave_up = 1, None, False, False
                 sub.forced_intent, sub.grace_expires_ms = None, None
+                self.notify(sub, "SUBSCRIBED", "RESUBSCRIBE", at_ms)
             elif action == "buy_one_off":  # a consumable or non-consumable: in history, never in statuses
                 t = Txn(self.new_id(), "", kw["product"], at_ms, 0, "", "PURCHASE", at_ms, price=1990,
                         product_type=kw["type"])
                 t.original_transaction_id = t.transaction_id
                 sub.one_offs.append(t)
                 self.txn_index[t.transaction_id] = sub
+                self.notify(sub, "ONE_TIME_CHARGE", None, at_ms, txn=t)
             else:
                 raise ValueError(action)
 
@@ -472,18 +590,22 @@ class World:
                     "inBillingRetry": s.in_retry, "gracePeriodExpiresDate": s.grace_expires_ms,
                     "priceIncreaseStatus": s.price_increase_status, "revoked": last.revocation_ms is not None,
                     "expiresDate": last.expires_ms, "ownership": s.ownership, "environment": s.environment,
-                    "transactions": len(s.txns),
+                    "transactions": len(s.txns), "notified": s.notifications_on,
                 }
-            return {"now": now, "subscriptions": out}
+            return {"now": now, "subscriptions": out, "unnotifiedChanges": list(self.unnotified),
+                    "notifications": len(self.notifications)}
 
     # ---- payloads (JWS content, fields exactly as the fact sheet's section 5) ----
-    def transaction_payload(self, sub: Subscription, t: Txn) -> dict:
+    def transaction_payload(self, sub: Subscription, t: Txn, at_ms: int | None = None,
+                            rng: random.Random | None = None) -> dict:
+        """As signed at `at_ms` (default: now)."""
         p = {
             "transactionId": t.transaction_id, "originalTransactionId": t.original_transaction_id,
             "bundleId": self.bundle_id, "productId": t.product_id,
             "purchaseDate": t.purchase_ms, "originalPurchaseDate": sub.txns[0].purchase_ms,
             "quantity": 1, "type": t.product_type,
-            "inAppOwnershipType": sub.ownership, "signedDate": self.now_ms, "environment": sub.environment,
+            "inAppOwnershipType": sub.ownership, "signedDate": self.now_ms if at_ms is None else at_ms,
+            "environment": sub.environment,
             "transactionReason": t.reason, "storefront": "AUT", "storefrontId": "143445",
             "price": t.price, "currency": "EUR", "appTransactionId": "70" + sub.otid[-12:],
             # Fields no version of churnwatch can know (future API versions): must be ignored.
@@ -514,14 +636,15 @@ class World:
             p["offerPeriod"] = "P1M"
         if t.is_upgraded:
             p["isUpgraded"] = True
-        return self._shuffle(p)
+        return self._shuffle(p, rng)
 
-    def renewal_payload(self, sub: Subscription) -> dict:
+    def renewal_payload(self, sub: Subscription, at_ms: int | None = None, rng: random.Random | None = None) -> dict:
+        at_ms = self.now_ms if at_ms is None else at_ms
         last = sub.latest
         p = {
             "originalTransactionId": sub.otid, "productId": last.product_id,
             "autoRenewProductId": sub.auto_renew_product, "autoRenewStatus": sub.auto_renew,
-            "renewalDate": last.expires_ms, "signedDate": self.now_ms, "environment": sub.environment,
+            "renewalDate": last.expires_ms, "signedDate": at_ms, "environment": sub.environment,
             "recentSubscriptionStartDate": sub.txns[0].purchase_ms, "currency": "EUR",
             "renewalPrice": PRODUCTS[sub.auto_renew_product][2] + (1000 if sub.price_increase_status is not None else 0),
             "appTransactionId": "70" + sub.otid[-12:],
@@ -542,13 +665,13 @@ class World:
             p["appAccountToken"] = sub.app_account_token
         if sub.renewal_offer:
             p["offerType"], p["offerIdentifier"] = sub.renewal_offer
-        if sub.winback_offer_ids is not None and sub.status(self.now_ms) == 2 and not sub.retry_gave_up:
+        if sub.winback_offer_ids is not None and sub.status(at_ms) == 2 and not sub.retry_gave_up:
             p["eligibleWinBackOfferIds"] = sub.winback_offer_ids
-        return self._shuffle(p)
+        return self._shuffle(p, rng)
 
-    def _shuffle(self, p: dict) -> dict:
+    def _shuffle(self, p: dict, rng: random.Random | None = None) -> dict:
         keys = list(p)
-        self.rng.shuffle(keys)
+        (rng or self.rng).shuffle(keys)
         return {k: p[k] for k in keys}
 
 
@@ -602,7 +725,13 @@ class World:
 # HTTP
 # --------------------------------------------------------------------------------------------
 ERRORS = {
+    4000000: (400, "Bad request."),
     4000006: (400, "Invalid transaction id."),
+    4000012: (400, "Start date too far in past."),
+    4000014: (400, "Invalid pagination token."),
+    4000017: (400, "Pagination token expired."),
+    4000018: (400, "Invalid notification type."),
+    4000019: (400, "Multiple filters supplied."),
     4000005: (400, "Invalid request revision."),
     4000015: (400, "Invalid start date."),
     4000016: (400, "Invalid end date."),
@@ -611,11 +740,22 @@ ERRORS = {
     4000022: (400, "Invalid product type."),
     4000030: (400, "Invalid revoked."),
     4000031: (400, "Invalid status."),
+    4040002: (404, "Account not found. Please try again."),
+    4040006: (404, "Original transaction id not found. Please try again."),
     4040010: (404, "Transaction id not found."),
     4290000: (429, "Rate limit exceeded."),
     5000000: (500, "An unknown error occurred."),
+    5000001: (500, "An unknown error occurred. Please try again."),
 }
-ENDPOINT_RATE = {"status": 50, "history": 50, "transaction": 50}
+ENDPOINT_RATE = {"status": 50, "history": 50, "transaction": 50, "notification": 50}
+# Get Notification History (fact sheet §2.5): how far back startDate may go, per environment.
+NOTIFICATION_RETENTION_MS = {"Production": 180 * DAY_MS, "Sandbox": 30 * DAY_MS}
+# Apple's tolerance is not published: none here. The server's clock runs minutes ahead of a
+# run's --as-of, as a real host's clock may lag Apple's, so a client that reads back exactly
+# 180 days by its own clock is refused (4000012); churnwatch stays an hour inside.
+NOTIFICATION_SLACK_MS = 0
+NOTIFICATION_PAGE = 20
+PAGINATION_TOKEN_TTL_S = 3600  # real seconds; an older token gets 4000017
 
 
 class RateWindow:
@@ -662,6 +802,7 @@ class AppStoreServer:
         self.replay: dict[str, int] = {}
         self.rogue: PKI | None = None
         self.requests = 0
+        self.token_secret = uuid.uuid4().hex  # pagination tokens are opaque and tamper-evident
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -785,6 +926,8 @@ class AppStoreServer:
                                     urllib.parse.unquote(segs[4]))
             if method == "GET" and len(segs) == 5 and segs[1:4] == ["inApps", "v1", "transactions"]:
                 return self.limited(h, "transaction", lambda: self.transaction(h, urllib.parse.unquote(segs[4])))
+            if method == "POST" and path == "/inApps/v1/notifications/history":
+                return self.limited(h, "notification", lambda: self.notification_history(h, raw_body, query))
             self.log(f"[{self.environment}] 404 {method} {h.path}")
             return self.send(h, 404, {"errorCode": 4040000, "errorMessage": "Not found."})
         except (BrokenPipeError, ConnectionResetError):
@@ -937,6 +1080,111 @@ class AppStoreServer:
             return
         t = next(t for t in sub.txns + sub.one_offs if t.transaction_id == tid)
         self.send(h, 200, {"signedTransactionInfo": self.pki.sign_jws(self.world.transaction_payload(sub, t))})
+
+    # ---- Get Notification History (fact sheet §2.5) ----
+    def _token(self, fhash: str, key: tuple[int, int]) -> str:
+        raw = f"indie-nh|{fhash}|{key[0]}|{key[1]}|{int(time.time())}"
+        mac = hashlib.sha256((self.token_secret + raw).encode()).hexdigest()[:16]
+        return base64.urlsafe_b64encode(f"{raw}|{mac}".encode()).decode()
+
+    def _untoken(self, token: str, fhash: str) -> tuple[int, int] | int:
+        """The cursor (signedDate, sequence) of a pagination token, or the error code."""
+        try:
+            raw, mac = base64.urlsafe_b64decode(token.encode("ascii")).decode().rsplit("|", 1)
+            if hashlib.sha256((self.token_secret + raw).encode()).hexdigest()[:16] != mac:
+                return 4000014
+            tag, fh, ms, seq, issued = raw.split("|")
+            if tag != "indie-nh" or fh != fhash:
+                return 4000014  # a token for another request body
+            if time.time() - int(issued) > PAGINATION_TOKEN_TTL_S:
+                return 4000017
+            return int(ms), int(seq)
+        except Exception:  # noqa: BLE001
+            return 4000014
+
+    def signed_notification(self, n: Notification) -> str:
+        pki = self.rogue if n.forged and self.rogue else self.pki
+        if id(pki) not in n.signed:  # signed once: a record reads the same on every page and every sync
+            n.signed[id(pki)] = pki.sign_jws(self.world.notification_payload(n, pki))
+        return n.signed[id(pki)]
+
+    def notification_history(self, h, raw: bytes, query: dict):
+        self.calls["notification_pages"] = self.calls.get("notification_pages", 0) + 1
+        try:
+            body = json.loads(raw.decode("utf-8")) if raw else None
+        except Exception:  # noqa: BLE001
+            body = None
+        if not isinstance(body, dict):
+            return self.error(h, 4000000)
+        now = self.world.now_ms
+
+        def ms(v):
+            return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+        start, end = ms(body.get("startDate")), ms(body.get("endDate"))
+        if start is None:
+            return self.error(h, 4000015)
+        if end is None:
+            return self.error(h, 4000016)
+        if start >= end:
+            return self.error(h, 4000013)
+        end = min(end, now)  # an endDate in the future is treated as now
+        if start < now - NOTIFICATION_RETENTION_MS[self.environment] - NOTIFICATION_SLACK_MS:
+            return self.error(h, 4000012)
+        if start >= end:
+            return self.error(h, 4000013)
+        ntype, nsub = body.get("notificationType"), body.get("notificationSubtype")
+        if nsub is not None and (ntype is None or not isinstance(nsub, str)):
+            return self.error(h, 4000018)  # a subtype needs its type
+        if ntype is not None and (not isinstance(ntype, str) or ntype not in NOTIFICATION_TYPES):
+            return self.error(h, 4000018)
+        if nsub is not None and nsub not in NOTIFICATION_TYPES[ntype]:
+            return self.error(h, 4000018)
+        tid = body.get("transactionId")
+        if tid is not None and ntype is not None:
+            return self.error(h, 4000019)
+        only_failures = body.get("onlyFailures", False)
+        if not isinstance(only_failures, bool):
+            return self.error(h, 4000000)
+        customer = None
+        if tid is not None:
+            sub = self.lookup(h, tid if isinstance(tid, str) else "x")
+            if sub is None:
+                return  # 4000006 or 4040010 sent
+            customer = sub.customer
+        fhash = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
+        cursor = None
+        token = query.get("paginationToken", [None])[-1]
+        if token is not None:
+            cursor = self._untoken(token, fhash)
+            if isinstance(cursor, int):
+                return self.error(h, cursor)
+        records = []
+        for n in self.world.notifications:
+            if n.environment != self.environment or not (start <= n.signed_ms < end):
+                continue
+            if ntype is not None and (n.notification_type != ntype or
+                                      (nsub is not None and (n.subtype or "") != nsub)):
+                continue
+            if customer is not None and self.world.subs[n.otid].customer != customer:
+                continue
+            attempts = [(d, r) for d, r in n.attempts if d <= now]
+            if only_failures and any(r == "SUCCESS" for _, r in attempts):
+                continue
+            if cursor is not None and (n.signed_ms, n.seq) <= cursor:
+                continue
+            records.append((n, attempts))
+        records.sort(key=lambda x: (x[0].signed_ms, x[0].seq))
+        page, rest = records[:NOTIFICATION_PAGE], records[NOTIFICATION_PAGE:]
+        self.calls["notification_records"] = self.calls.get("notification_records", 0) + len(page)
+        out = {"notificationHistory": [
+                   {"sendAttempts": [{"attemptDate": d, "sendAttemptResult": r} for d, r in attempts],
+                    "signedPayload": self.signed_notification(n)} for n, attempts in page],
+               "hasMore": bool(rest)}
+        if rest:
+            out["paginationToken"] = self._token(fhash, (page[-1][0].signed_ms, page[-1][0].seq))
+        self.log(f"[{self.environment}] notification history {json.dumps(body, sort_keys=True)}"
+                 f"{' (next page)' if token else ''}: {len(page)} records, hasMore {bool(rest)}")
+        self.send(h, 200, out)
 
     def verify_receipt(self, h, raw: bytes):
         try:
