@@ -50,12 +50,17 @@ extension ChurnStore {
     }
 
     /// Of these notification UUIDs, the ones already recorded.
-    public func notificationsKnown(_ uuids: [UUID]) async throws -> Set<UUID> {
-        guard !uuids.isEmpty else { return [] }
+    public func notificationsKnown(_ uuids: [UUID], rejectedDigests: [String] = []) async throws -> (uuids: Set<UUID>, digests: Set<String>) {
+        guard !uuids.isEmpty || !rejectedDigests.isEmpty else { return ([], []) }
         return try await pool.withConnection { db in
-            Set(try db.query("""
+            let known = Set(try db.query("""
                 SELECT notification_uuid FROM churnwatch.notifications WHERE notification_uuid = ANY(\(uuids)::uuid[])
                 """).map { try $0.decode(UUID.self, "notification_uuid") })
+            guard !rejectedDigests.isEmpty else { return (known, []) }
+            let digests = Set(try db.query("""
+                SELECT payload_sha256 FROM churnwatch.notifications WHERE payload_sha256 = ANY(\(rejectedDigests)::text[])
+                """).map { try $0.decode(String.self, "payload_sha256") })
+            return (known, digests)
         }
     }
 

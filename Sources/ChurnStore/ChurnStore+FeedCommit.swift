@@ -68,14 +68,15 @@ extension ChurnStore {
         guard !records.isEmpty else { return 0 }
         return try db.execute("""
             INSERT INTO churnwatch.notifications (notification_uuid, notification_type, subtype, signed_date,
-                                                  original_transaction_id, environment, source, outcome, reason)
-            SELECT uuid, type, subtype, signed_date, otid, environment, source, outcome, reason
+                                                  original_transaction_id, environment, source, outcome, reason, payload_sha256)
+            SELECT uuid, type, subtype, signed_date, otid, environment, source, outcome, reason, digest
             FROM unnest(\(records.map(\.uuid))::uuid[], \(records.map(\.type))::text[], \(records.map(\.subtype))::text[],
                         \(records.map(\.signedDate))::timestamptz[], \(records.map(\.originalTransactionId))::text[],
                         \(records.map(\.environment))::text[], \(records.map(\.source.rawValue))::text[],
-                        \(records.map(\.outcome.rawValue))::text[], \(records.map(\.reason))::text[])
-                 AS u(uuid, type, subtype, signed_date, otid, environment, source, outcome, reason)
-            ON CONFLICT (notification_uuid) DO NOTHING
+                        \(records.map(\.outcome.rawValue))::text[], \(records.map(\.reason))::text[],
+                        \(records.map(\.payloadDigest))::text[])
+                 AS u(uuid, type, subtype, signed_date, otid, environment, source, outcome, reason, digest)
+            ON CONFLICT DO NOTHING
             """)
     }
 

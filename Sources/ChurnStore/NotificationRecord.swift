@@ -39,9 +39,13 @@ public struct NotificationRecord: Sendable, Equatable {
     /// Never ``NotificationOutcome/duplicate``: a duplicate is not stored again.
     public var outcome: NotificationOutcome
     public var reason: String?
+    /// A quarantined payload's SHA-256 (hex), recorded once (`payload_sha256`).
+    public var payloadDigest: String?
 
     public init(uuid: UUID?, type: String?, subtype: String?, signedDate: Date?, originalTransactionId: String?,
-                environment: String?, source: NotificationSource, outcome: NotificationOutcome, reason: String? = nil) {
+                environment: String?, source: NotificationSource, outcome: NotificationOutcome, reason: String? = nil,
+                payloadDigest: String? = nil) {
+        self.payloadDigest = payloadDigest
         self.uuid = uuid
         self.type = type
         self.subtype = subtype

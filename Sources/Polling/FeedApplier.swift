@@ -17,12 +17,16 @@ public struct FeedInput: Sendable {
     public var source: NotificationSource
     /// The inbox row it came from.
     public var inboxId: Int64?
+    /// A rejected payload's SHA-256 (hex): the same bad payload read again (the history's
+    /// overlap, a file ingested twice) is a duplicate, not a second quarantine entry.
+    public var digest: String?
 
-    public init(signedPayload: String, verdict: Verdict, source: NotificationSource, inboxId: Int64? = nil) {
+    public init(signedPayload: String, verdict: Verdict, source: NotificationSource, inboxId: Int64? = nil, digest: String? = nil) {
         self.signedPayload = signedPayload
         self.verdict = verdict
         self.source = source
         self.inboxId = inboxId
+        self.digest = digest
     }
 }
 
@@ -43,10 +47,13 @@ public struct FeedApplier: Sendable {
     public struct Plan: Sendable {
         public var batches: [FeedBatch]
         public var duplicates = 0
+        /// Rejected payloads already quarantined (or twice in `inputs`): rejected again, kept once.
+        public var quarantinedAgain = 0
     }
 
     /// - Parameters:
     ///   - known: notification UUIDs already recorded.
+    ///   - knownRejected: digests of rejected payloads already recorded.
     ///   - stored: the stored state of the subscriptions the notifications are about (absent: unknown).
     ///   - neverPolled: of `stored`, those never polled (any state they have came from the feed).
     ///   - establishOnly: the first sync of a database: a subscription never polled takes its
@@ -55,16 +62,22 @@ public struct FeedApplier: Sendable {
     ///   - now: the sync's moment: a subscription established by the first sync takes its
     ///     newest notification's state as its state now (segment and win-back entries dated
     ///     now, as a first poll's would be).
-    public func plan(_ inputs: [FeedInput], known: Set<UUID>, stored: [String: ClaimedItem], neverPolled: Set<String> = [],
-                     establishOnly: Bool, now: Date) -> Plan {
+    public func plan(_ inputs: [FeedInput], known: Set<UUID>, knownRejected: Set<String> = [], stored: [String: ClaimedItem],
+                     neverPolled: Set<String> = [], establishOnly: Bool, now: Date) -> Plan {
         var first = FeedBatch()
-        var duplicates = 0
+        var duplicates = 0, quarantinedAgain = 0
         var seen = Set<UUID>()
+        var seenRejected = knownRejected
         var bySubscription: [String: [(VerifiedNotification, FeedInput, UUID)]] = [:]
         for input in inputs {
             let v: VerifiedNotification
             switch input.verdict {
             case .rejected(let reason):
+                if let digest = input.digest, !seenRejected.insert(digest).inserted {
+                    quarantinedAgain += 1
+                    if let id = input.inboxId { first.inbox.append((id, .quarantined)) }
+                    continue
+                }
                 first.quarantine(input, reason: reason)
                 continue
             case .verified(let verified): v = verified
@@ -106,7 +119,7 @@ public struct FeedApplier: Sendable {
                 observe(v, uuid, input, item: &item, quiet: quiet ? now : nil, into: &batches[k])
             }
         }
-        return Plan(batches: batches.filter { !$0.isEmpty }, duplicates: duplicates)
+        return Plan(batches: batches.filter { !$0.isEmpty }, duplicates: duplicates, quarantinedAgain: quarantinedAgain)
     }
 
     /// One notification as an observation of `item`, which becomes the state it leaves.
@@ -157,7 +170,8 @@ extension FeedBatch {
     mutating func quarantine(_ input: FeedInput, reason: String) {
         let kept = QuarantinedPayload(endpoint: "notification", reason: reason, payload: input.signedPayload)
         records.append(NotificationRecord(uuid: nil, type: nil, subtype: nil, signedDate: nil, originalTransactionId: nil,
-                                          environment: nil, source: input.source, outcome: .quarantined, reason: kept.reason))
+                                          environment: nil, source: input.source, outcome: .quarantined, reason: kept.reason,
+                                          payloadDigest: input.digest))
         quarantine.append((nil, kept))
         if let id = input.inboxId { inbox.append((id, .quarantined)) }
     }

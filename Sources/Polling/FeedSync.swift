@@ -80,9 +80,13 @@ public struct FeedSync: Sendable {
                     var out: [FeedInput] = []
                     out.reserveCapacity(slice.count)
                     for (payload, inboxId) in slice {
-                        let verdict: FeedInput.Verdict
-                        do { verdict = .verified(try await client.verifyNotification(payload)) } catch { verdict = .rejected("\(error)") }
-                        out.append(FeedInput(signedPayload: payload, verdict: verdict, source: source, inboxId: inboxId))
+                        do {
+                            let verified = try await client.verifyNotification(payload)
+                            out.append(FeedInput(signedPayload: payload, verdict: .verified(verified), source: source, inboxId: inboxId))
+                        } catch {
+                            out.append(FeedInput(signedPayload: payload, verdict: .rejected("\(error)"), source: source, inboxId: inboxId,
+                                                 digest: PayloadDigest.sha256Hex(payload)))
+                        }
                     }
                     return (lane, out)
                 }
@@ -101,16 +105,21 @@ public struct FeedSync: Sendable {
         guard !inputs.isEmpty else { return summary }
         var uuids: [UUID] = []
         var ids: [String] = []
+        var digests: [String] = []
         for input in inputs {
-            guard case .verified(let v) = input.verdict else { continue }
+            guard case .verified(let v) = input.verdict else {
+                if let d = input.digest { digests.append(d) }
+                continue
+            }
             if let u = UUID(uuidString: v.notificationUUID) { uuids.append(u) }
             if let id = v.originalTransactionId { ids.append(id) }
         }
-        let known = try await store.notificationsKnown(uuids)
+        let known = try await store.notificationsKnown(uuids, rejectedDigests: digests)
         let stored = try await store.feedSubscriptions(Array(Set(ids)))
-        let plan = applier.plan(inputs, known: known, stored: stored.items, neverPolled: stored.neverPolled, establishOnly: establishOnly,
-                                now: now)
+        let plan = applier.plan(inputs, known: known.uuids, knownRejected: known.digests, stored: stored.items,
+                                neverPolled: stored.neverPolled, establishOnly: establishOnly, now: now)
         summary.duplicates = plan.duplicates
+        summary.quarantined = plan.quarantinedAgain
         for batch in plan.batches {
             let counts = try await store.feedCommit(runId: runId, asOf: now, detectedAt: now, batch)
             summary.registered += counts.registered

@@ -60,7 +60,7 @@ struct FeedStoreTests {
             #expect(try row.decode(Bool?.self, "auto_renew") == false)
             #expect(try row.decode(Date?.self, "last_polled_at") == nil, "an observation from the feed is not a poll")
             #expect(try row.decode(Date?.self, "last_success_at") == Self.t0)
-            #expect(try await store.notificationsKnown([try #require(Self.record(1, "1", .applied).uuid), UUID()]).count == 1)
+            #expect(try await store.notificationsKnown([try #require(Self.record(1, "1", .applied).uuid), UUID()]).uuids.count == 1)
             #expect(try await store.notificationsSeen())
             let loaded = try await store.feedSubscriptions(["1", "absent"])
             #expect(loaded.items.keys.sorted() == ["1"] && loaded.neverPolled == ["1"])

@@ -66,7 +66,10 @@ struct NotificationFeedCLITests {
         #expect(reasons.count == 2 && reasons[1].contains("nvironment"), "\(reasons)")
 
         let twice = try await CLIRunner.run(["notifications", "ingest", file.path], environment: env)
-        #expect(twice.status == 0 && twice.stdout.contains("\(recent.count) duplicate"), "\(twice.stdout) \(twice.stderr)")
+        // The two bad lines are rejected again but kept once.
+        #expect(twice.status == 0 && twice.stdout.contains("\(recent.count) duplicate") && twice.stdout.contains("2 quarantined"),
+                "\(twice.stdout) \(twice.stderr)")
+        #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.quarantine WHERE endpoint = 'notification'") == 2)
         #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.churn_events") == events)
         #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.notifications WHERE outcome <> 'quarantined'") == recent.count)
 

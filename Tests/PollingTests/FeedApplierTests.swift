@@ -108,6 +108,15 @@ import Testing
         #expect(plan.batches.flatMap(\.writes).count == 2)
     }
 
+    @Test func aRejectedPayloadReadAgainIsRejectedAgainButKeptOnce() {
+        let bad = { (digest: String) in FeedInput(signedPayload: "x", verdict: .rejected("notThreeParts(1)"), source: .history, digest: digest) }
+        let plan = FeedApplier().plan([bad("d1"), bad("d1"), bad("d2"), bad("d3")], known: [], knownRejected: ["d2"], stored: [:],
+                                      establishOnly: false, now: Self.t0date)
+        #expect(plan.batches.flatMap(\.records).map(\.payloadDigest) == ["d1", "d3"])
+        #expect(plan.batches.flatMap(\.quarantine).count == 2)
+        #expect(plan.quarantinedAgain == 2 && plan.duplicates == 0)
+    }
+
     @Test func aRejectedPayloadIsQuarantinedWithoutAUUIDAndAboutNothingIsIgnored() {
         var rejected = FeedInput(signedPayload: "not-a-jws", verdict: .rejected("notThreeParts(1)"), source: .inbox)
         rejected.inboxId = 3

@@ -18,6 +18,7 @@ CREATE TABLE churnwatch.notifications (
     source                  text NOT NULL CHECK (source IN ('history', 'ingest', 'inbox')),
     outcome                 text NOT NULL CHECK (outcome IN ('applied', 'stale', 'quarantined', 'ignored')),
     reason                  text,                 -- why stale, quarantined or ignored
+    payload_sha256          text,                 -- a quarantined payload's SHA-256 (hex): read again, it is a duplicate
     received_at             timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT notifications_verified_have_keys CHECK (
         outcome = 'quarantined' OR (notification_uuid IS NOT NULL AND signed_date IS NOT NULL)),
@@ -25,6 +26,8 @@ CREATE TABLE churnwatch.notifications (
         outcome <> 'quarantined' OR notification_uuid IS NULL)
 );
 CREATE UNIQUE INDEX notifications_uuid_idx ON churnwatch.notifications (notification_uuid);
+CREATE UNIQUE INDEX notifications_quarantined_payload_idx ON churnwatch.notifications (payload_sha256)
+    WHERE payload_sha256 IS NOT NULL;
 CREATE INDEX notifications_otid_idx ON churnwatch.notifications (original_transaction_id, signed_date);
 CREATE INDEX notifications_received_idx ON churnwatch.notifications (received_at);
 
