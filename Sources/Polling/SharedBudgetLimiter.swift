@@ -18,6 +18,12 @@ public actor SharedBudgetLimiter: AppStoreRateLimiter {
     private let clock: any AppStoreClock
     private let namespace: String
     private var stash: [RateLimitKey: Int] = [:]
+    private var stashedAt: [RateLimitKey: Date] = [:]
+    /// Tokens drawn from the bucket row are spent within this long or dropped. A process the
+    /// machine starved for a moment must not spend them late, beside the tokens the bucket has
+    /// given the other processes since: over any second the sum would then pass the rate
+    /// (the row's burst is half a second's worth, so 0.4 s keeps every second under it).
+    static let stashLifetime: TimeInterval = 0.4
     private let yield: BudgetYield?
     private let yieldingLocal: TokenBucketRateLimiter?
     private var yielding = false
@@ -61,6 +67,7 @@ public actor SharedBudgetLimiter: AppStoreRateLimiter {
         // The bucket row itself always has the full rate and burst, whoever asks.
         let chunk = max(1, Int(rate / 5))
         let want = yielding ? max(1, Int(rate * (yield?.share ?? 1) / 5)) : chunk
+        if let at = stashedAt[key], clock.now().timeIntervalSince(at) > Self.stashLifetime { stash[key] = 0 }
         while (stash[key] ?? 0) == 0 {
             let grant: BudgetGrant
             do {
@@ -77,6 +84,7 @@ public actor SharedBudgetLimiter: AppStoreRateLimiter {
             }
             if grant.granted > 0 {
                 stash[key, default: 0] += grant.granted
+                stashedAt[key] = clock.now()
                 break
             }
             let next = clock.now().addingTimeInterval(max(0.005, grant.retryAfter))
