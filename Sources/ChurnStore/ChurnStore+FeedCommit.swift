@@ -36,13 +36,8 @@ extension ChurnStore {
             counts.applied = try Self.subscriptionsWritePolled(db, b.subscriptions, ids: b.polledIds,
                                                                environments: b.polledEnvironments, detectedAt: detectedAt, polled: false,
                                                                established: batch.established)
-            try Self.transactionsUpsert(db, b.transactions)
-            counts.events = try Self.churnEventsInsert(db, b.events, runId: runId, detectedAt: detectedAt)
-            try Self.segmentsUpsert(db, b.segments, detectedAt: detectedAt)
-            try Self.retentionRecord(db, b.retention, asOf: asOf)
-            counts.obsoleted = try Self.winbackObsolete(db, b.obsolete, runId: runId)
-            counts.enqueued = try Self.winbackInsert(db, b.winback, runId: runId)
-            try Self.winbackAssignOffers(db, b.winback)
+            (counts.events, counts.obsoleted, counts.enqueued) = try Self.observationsWrite(db, b, runId: runId, asOf: asOf,
+                                                                                           detectedAt: detectedAt)
             counts.quarantined = try Self.quarantineInsert(db, quarantine, runId: runId)
             counts.recorded = try Self.notificationsInsert(db, batch.records)
             try Self.notificationInboxFinish(db, batch.inbox)

@@ -29,17 +29,29 @@ extension ChurnStore {
             counts.polled = try Self.subscriptionsWritePolled(db, b.subscriptions, ids: b.polledIds,
                                                               environments: b.polledEnvironments, detectedAt: detectedAt)
             counts.failed = try Self.subscriptionsWriteFailed(db, ids: b.failedIds, reasons: b.failedReasons, detectedAt: detectedAt)
-            try Self.transactionsUpsert(db, b.transactions)
-            counts.events = try Self.churnEventsInsert(db, b.events, runId: runId, detectedAt: detectedAt)
-            try Self.segmentsUpsert(db, b.segments, detectedAt: detectedAt)
-            try Self.retentionRecord(db, b.retention, asOf: asOf)
-            counts.obsoleted = try Self.winbackObsolete(db, b.obsolete, runId: runId)
-            counts.enqueued = try Self.winbackInsert(db, b.winback, runId: runId)
-            try Self.winbackAssignOffers(db, b.winback)
+            (counts.events, counts.obsoleted, counts.enqueued) = try Self.observationsWrite(db, b, runId: runId, asOf: asOf,
+                                                                                           detectedAt: detectedAt)
             counts.quarantined = try Self.quarantineInsert(db, b.quarantine, runId: runId)
             try Self.runItemsFinish(db, b, runId: runId)
             return counts
         }
+    }
+}
+
+extension ChurnStore {
+    /// What a poll's batch and a change-feed commit both write after the subscriptions' rows:
+    /// transactions, events, segments, retention outcomes and win-back entries. Returns the
+    /// events written, the win-back entries made obsolete and those enqueued.
+    static func observationsWrite(_ db: PostgresConnection, _ b: PollBatch, runId: Int64?, asOf: Date,
+                                  detectedAt: Date) throws -> (events: Int, obsoleted: Int, enqueued: Int) {
+        try transactionsUpsert(db, b.transactions)
+        let events = try churnEventsInsert(db, b.events, runId: runId, detectedAt: detectedAt)
+        try segmentsUpsert(db, b.segments, detectedAt: detectedAt)
+        try retentionRecord(db, b.retention, asOf: asOf)
+        let obsoleted = try winbackObsolete(db, b.obsolete, runId: runId)
+        let enqueued = try winbackInsert(db, b.winback, runId: runId)
+        try winbackAssignOffers(db, b.winback)
+        return (events, obsoleted, enqueued)
     }
 }
 
