@@ -121,7 +121,7 @@ extension ChurnStore {
     }
 
     /// True once any verified notification about a subscription was recorded: from then on
-    /// planning trusts the feed and polls only where it is silent (``dueRules(asOf:windows:feed:)``).
+    /// planning trusts the feed and polls only where it is silent (``PlanWindows/feedDriven``).
     public func notificationsSeen() async throws -> Bool {
         try await pool.withConnection { db in try Self.notificationsSeen(db) }
     }

@@ -52,7 +52,8 @@ extension FeedSync {
                 if pendingRecords > 0 || cursor != state.cursor {
                     try await store.feedCursorWrite(environment: env, cursor: cursor, records: pendingRecords, finishedAt: nil)
                 }
-                summary.failure = Self.describe(failed)
+                let (reason, failureClass) = SubscriptionPoller.classify(failed)
+                summary.failure = FeedFailure(failureClass: failureClass, reason: reason)
                 return summary
             }
             summary.pages += 1
@@ -76,19 +77,5 @@ extension FeedSync {
         let inputs = await verify(pending, source: .history)
         pending.removeAll(keepingCapacity: true)
         return try await apply(inputs, establishOnly: establishOnly, runId: runId, now: now)
-    }
-
-    static func describe<T>(_ outcome: AppStoreOutcome<T>) -> String {
-        switch outcome {
-        case .success: "internal: success treated as failure"
-        case .notFound(let code): "not found: \(code.map { "\($0.rawValue)" } ?? "404")"
-        case .rateLimited(let until): "rate limited: until \(until.ISO8601Format())"
-        case .retryable(let why): "unavailable: \(why)"
-        case .unauthorized: "unauthorized: Apple rejected the API key: check issuer id, key id and key"
-        case .badRequest(let code): "bad request: \(code.map { "\($0.rawValue)\($0.name.map { " \($0)" } ?? "")" } ?? "4xx")"
-        case .verificationFailed(let why, _): "verification: \(why)"
-        case .malformedResponse(let why): "malformed: \(why)"
-        case .untrustedServer(let why): "untrusted server: \(why)"
-        }
     }
 }

@@ -25,7 +25,7 @@ public struct FeedSummary: Sendable, Equatable {
     public var gap: Range<Date>?
     /// Why the history sync stopped before its window's end (its cursor is kept: the next sync
     /// resumes there); nil when it read the window through.
-    public var failure: String?
+    public var failure: FeedFailure?
 
     public init() {}
 
@@ -33,6 +33,18 @@ public struct FeedSummary: Sendable, Equatable {
         read += other.read; pages += other.pages; applied += other.applied; duplicates += other.duplicates
         stale += other.stale; quarantined += other.quarantined; ignored += other.ignored
         registered += other.registered; events += other.events; enqueued += other.enqueued
+    }
+}
+
+/// Why a sync of Apple's notification history stopped early: the class (what to do) and one line.
+public struct FeedFailure: Sendable, Equatable, CustomStringConvertible {
+    public var failureClass: ItemFailureClass
+    public var reason: String
+    public var description: String { reason }
+
+    public init(failureClass: ItemFailureClass, reason: String) {
+        self.failureClass = failureClass
+        self.reason = reason
     }
 }
 

@@ -29,13 +29,10 @@ struct FeedOptions: ParsableArguments {
 
     func settings(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> FeedSync.Settings {
         var s = FeedSync.Settings()
-        func duration(_ flag: String, _ variable: String, _ value: String?) throws -> TimeInterval? {
-            let fromEnv = env[variable].map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
-            guard let text = value ?? fromEnv else { return nil }
-            return try parseDurationSetting(value != nil ? flag : variable, text)
-        }
-        if let d = try duration("--notifications-overlap", "CHURNWATCH_NOTIFICATIONS_OVERLAP", overlap) { s.overlap = d }
-        if let d = try duration("--notifications-lookback", "CHURNWATCH_NOTIFICATIONS_LOOKBACK", lookback) { s.firstLookback = d }
+        if let d = try durationSetting(flag: "--notifications-overlap", variable: "CHURNWATCH_NOTIFICATIONS_OVERLAP", value: overlap,
+                                       environment: env) { s.overlap = d }
+        if let d = try durationSetting(flag: "--notifications-lookback", variable: "CHURNWATCH_NOTIFICATIONS_LOOKBACK", value: lookback,
+                                       environment: env) { s.firstLookback = d }
         return s
     }
 

@@ -56,12 +56,7 @@ struct NotificationsSyncCommand: AsyncParsableCommand {
         global.bootstrapLogging()
         try await reportingErrors {
             let logger = Logger(label: "churnwatch.notifications")
-            let at = try asOf.map { text in
-                guard let d = WindowOptions.parseISO8601(text) else {
-                    throw CLIError.configuration("--as-of \"\(text)\" is not an ISO 8601 time (e.g. 2026-11-21T02:00:00Z)")
-                }
-                return d
-            } ?? Date()
+            let at = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
             let context = try await FeedContext.open(global: global, apple: apple, options: feedOptions, asOf: at, logger: logger)
             let locks = context.store.runLocksOpen(logger: logger)
             guard try await locks.take(ChurnStore.feedLockKey, name: "feed") else {
@@ -79,7 +74,10 @@ struct NotificationsSyncCommand: AsyncParsableCommand {
             }
             print(FeedSummaryText.line(summary, what: "notifications sync"))
             if let failure = summary.failure {
-                let code = failure.hasPrefix("unauthorized") || failure.hasPrefix("untrusted") ? ExitStatus.unavailable : ExitStatus.resumable
+                let code = switch failure.failureClass {
+                case .unauthorized, .untrustedServer: ExitStatus.unavailable
+                default: ExitStatus.resumable
+                }
                 throw CLIError(description: "the notification history stopped early: \(failure) (re-run to resume)", exitCode: code)
             }
         }

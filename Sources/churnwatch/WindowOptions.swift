@@ -31,9 +31,7 @@ struct WindowOptions: ParsableArguments {
     func resolvedWindows(environment env: [String: String] = ProcessInfo.processInfo.environment) throws -> PlanWindows {
         var w = PlanWindows()
         func duration(_ flag: String, _ variable: String, _ value: String?) throws -> TimeInterval? {
-            let fromEnv = env[variable].map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
-            guard let text = value ?? fromEnv else { return nil }
-            return try parseDurationSetting(value != nil ? flag : variable, text)
+            try durationSetting(flag: flag, variable: variable, value: value, environment: env)
         }
         if let d = try duration("--start-window", "CHURNWATCH_START_WINDOW", startWindow) { w.start = d }
         if let d = try duration("--end-window", "CHURNWATCH_END_WINDOW", endWindow) { w.end = d }
@@ -50,6 +48,14 @@ struct WindowOptions: ParsableArguments {
         if let d = try? Date.ISO8601FormatStyle().year().month().day().parse(text) { return d }
         return nil
     }
+}
+
+/// The duration a flag gives (`value`), else its environment variable (blank counts as unset),
+/// else nil; a bad value is one line naming the flag or the variable it came from.
+func durationSetting(flag: String, variable: String, value: String?, environment env: [String: String]) throws -> TimeInterval? {
+    let fromEnv = env[variable].map { $0.trimmingCharacters(in: .whitespaces) }.flatMap { $0.isEmpty ? nil : $0 }
+    guard let text = value ?? fromEnv else { return nil }
+    return try parseDurationSetting(value != nil ? flag : variable, text)
 }
 
 /// A duration flag or setting (`3d`, `12h`, `90m`, `45s`), or one line naming it: not a duration,
