@@ -111,6 +111,11 @@ struct NotificationsIngestCommand: AsyncParsableCommand {
             if file == "-" {
                 handle = FileHandle.standardInput
             } else {
+                var isDirectory: ObjCBool = false
+                if FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory), isDirectory.boolValue {
+                    throw CLIError(description: "cannot read \(file): it is a directory; give the file of notifications (JSON lines) itself",
+                                   exitCode: ImportCommand.dataError)
+                }
                 guard let h = FileHandle(forReadingAtPath: file) else {
                     throw CLIError(description: "cannot read \(file): no such file or no permission", exitCode: ImportCommand.dataError)
                 }

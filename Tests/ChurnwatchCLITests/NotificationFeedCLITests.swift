@@ -166,4 +166,15 @@ struct NotificationFeedCLITests {
         #expect(lines.count == 1 && lines[0].contains("unauthorized"), "\(r.stderr)")
         #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.notification_feed WHERE synced_until IS NOT NULL") == 0)
     }
+
+    @Test("ingest of a directory or a missing file: one line saying which, exit 65, before touching the database")
+    func ingestBadPath() async throws {
+        let env = ["DATABASE_URL": "postgresql://nobody@127.0.0.1:1/none"]
+        for path in [FileManager.default.temporaryDirectory.path, "/nonexistent/notifications.jsonl"] {
+            let r = try await CLIRunner.run(["notifications", "ingest", path], environment: env)
+            #expect(r.status == 65, "\(path): \(r.stderr)")
+            let lines = r.stderr.split(separator: "\n")
+            #expect(lines.count == 1 && lines[0].contains("cannot read \(path)"), "\(r.stderr)")
+        }
+    }
 }
