@@ -67,6 +67,32 @@ struct LoopbackTransportTests {
         #expect(sent?["exclude-old-transactions"] as? Bool == true)
     }
 
+    /// The shared transport pools kept-alive connections by host and port. A test server that
+    /// went on answering over them after `stop()` answered for the next server given the same
+    /// ephemeral port (a CI run once got another test's body for verifyReceipt).
+    @Test func aStoppedServerNeverAnswersForTheNextOnItsPort() async throws {
+        var stale = 0, answered = 0
+        for _ in 0..<20 {
+            let first = try LoopbackHTTPServer { _ in .init(status: 200, body: Data("first".utf8)) }
+            let request = HTTPRequest(method: "GET", url: first.baseURL.appendingPathComponent("x"), timeout: Self.loadedMachineTimeout)
+            _ = try await NIOHTTPTransport.shared.send(request)
+            first.stop()
+            // Another test's socket may have taken the port in between: then there is nothing to ask.
+            guard let second = try? LoopbackHTTPServer(port: first.port, handler: { _ in .init(status: 200, body: Data("second".utf8)) }) else { continue }
+            defer { second.stop() }
+            // The pooled connection may be found closed, a connection error the client retries
+            // (so does this test, once); it must never bring the stopped server's answer.
+            var response = try? await NIOHTTPTransport.shared.send(request)
+            if response == nil { response = try? await NIOHTTPTransport.shared.send(request) }
+            guard let response else { continue }
+            answered += 1
+            if response.body != Data("second".utf8) { stale += 1 }
+        }
+        #expect(answered > 0)
+        #expect(stale == 0, "\(stale) of \(answered) answers came from a stopped server")
+        print("stopped servers: \(answered) of 20 requests answered by the server now on the port, \(stale) by a stopped one")
+    }
+
     @Test func connectionRefusedIsRetryable() async throws {
         let server = try LoopbackHTTPServer { _ in .init(status: 200) }
         let url = server.baseURL

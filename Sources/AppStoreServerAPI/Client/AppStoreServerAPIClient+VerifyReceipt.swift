@@ -60,8 +60,11 @@ extension AppStoreServerAPIClient {
         case 500...599: return (.retry(.http(status: response.status, code: nil)), nil)
         default: return (.done(.badRequest(nil)), nil)
         }
-        guard let decoded = try? JSONDecoder().decode(VerifyReceiptResponse.self, from: response.body) else {
-            return (.done(.malformedResponse("verifyReceipt response is not the expected JSON")), nil)
+        let decoded: VerifyReceiptResponse
+        do {
+            decoded = try JSONDecoder().decode(VerifyReceiptResponse.self, from: response.body)
+        } catch {
+            return (.done(.malformedResponse("verifyReceipt response is not the expected JSON (\(describe(error)))")), nil)
         }
         let code = AppStoreErrorCode(Int64(decoded.status))
         switch decoded.status {

@@ -27,9 +27,12 @@ final class LoopbackHTTPServer: @unchecked Sendable {
     private let lock = NSLock()
     private var received: [Request] = []
     private var connections = 0
+    /// Accepted sockets still being served; `stop()` shuts them down.
+    private var open: Set<Int32> = []
+    private var stopped = false
 
     /// - Parameter hang: read requests but never answer (for timeout tests).
-    init(hang: Bool = false, handler: @escaping @Sendable (Request) -> Response) throws {
+    init(port requested: UInt16 = 0, hang: Bool = false, handler: @escaping @Sendable (Request) -> Response) throws {
         self.handler = handler
         self.hang = hang
         #if canImport(Glibc)
@@ -42,7 +45,7 @@ final class LoopbackHTTPServer: @unchecked Sendable {
         setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
+        address.sin_port = requested.bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
@@ -62,23 +65,41 @@ final class LoopbackHTTPServer: @unchecked Sendable {
     var requests: [Request] { lock.withLock { received } }
     var connectionCount: Int { lock.withLock { connections } }
 
+    /// Stops accepting and ends every connection still open. A stopped server must not go on
+    /// answering over a kept-alive connection: the shared transport pools connections by host and
+    /// port, and a later server given the same ephemeral port would otherwise see its requests
+    /// answered by this one's handler (a CI run failed that way).
     func stop() {
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
+        lock.withLock {
+            stopped = true
+            for fd in open { shutdown(fd, Int32(SHUT_RDWR)) }
+        }
     }
 
     private func acceptLoop() {
         while true {
             let client = accept(listener, nil, nil)
             if client < 0 { return }
-            lock.withLock { connections += 1 }
+            let accepted = lock.withLock { () -> Bool in
+                if stopped { return false }
+                connections += 1
+                open.insert(client)
+                return true
+            }
+            guard accepted else { close(client); return }
             let thread = Thread { [self] in serve(client) }
             thread.start()
         }
     }
 
     private func serve(_ fd: Int32) {
-        defer { close(fd) }
+        defer {
+            // Forget the descriptor before closing it, so stop() never shuts down a reused number.
+            lock.withLock { _ = open.remove(fd) }
+            close(fd)
+        }
         var buffer = Data()
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)
         while true {
