@@ -25,8 +25,7 @@ struct AppleClientInteropTests {
             process.standardError = pipe
             try process.run()
             let data = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+            return (ChildExit.status(of: process), String(decoding: data, as: UTF8.self))
         }
     }
 

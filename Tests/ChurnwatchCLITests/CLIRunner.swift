@@ -7,6 +7,8 @@ struct CLIRunner {
         var status: Int32
         var stdout: String
         var stderr: String
+        /// Ended by a signal it did not handle (kill -9), not by exiting; `status` is the signal.
+        var bySignal = false
     }
 
     static var binary: URL {
@@ -66,8 +68,7 @@ struct CLIRunner {
         let outData = out.fileHandleForReading.readDataToEndOfFile()
         errDone.wait()
         let errData = errBox.data
-        process.waitUntilExit()
-        return Result(status: process.terminationStatus,
+        return Result(status: ChildExit.status(of: process),
                       stdout: String(decoding: outData, as: UTF8.self),
                       stderr: String(decoding: errData, as: UTF8.self))
     }
@@ -189,7 +190,7 @@ final class RunningCLI: @unchecked Sendable {
 
     /// `wait` for code already on a thread of its own.
     func waitBlocking() -> CLIRunner.Result {
-        process.waitUntilExit()
+        let exit = ChildExit.wait(for: process)
         out.fileHandleForReading.readabilityHandler = nil
         err.fileHandleForReading.readabilityHandler = nil
         let restOut = out.fileHandleForReading.readDataToEndOfFile()
@@ -198,6 +199,6 @@ final class RunningCLI: @unchecked Sendable {
             stdoutData.append(restOut)
             stderrData.append(restErr)
         }
-        return CLIRunner.Result(status: process.terminationStatus, stdout: stdout, stderr: stderr)
+        return CLIRunner.Result(status: exit.status, stdout: stdout, stderr: stderr, bySignal: exit.bySignal)
     }
 }

@@ -363,7 +363,7 @@ enum Harness {
         let sent = Date()
         process.signal(sig)
         let result = process.waitBlocking()
-        return Ended(result: result, bySignal: process.process.terminationReason == .uncaughtSignal, afterSignal: Date().timeIntervalSince(sent))
+        return Ended(result: result, bySignal: result.bySignal, afterSignal: Date().timeIntervalSince(sent))
     }
 
     /// What the retention team reads, in a comparable form (no ids, no detection times).

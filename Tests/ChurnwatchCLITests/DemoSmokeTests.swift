@@ -40,8 +40,7 @@ struct DemoSmokeTests {
             destroy.executableURL = Self.repository.appendingPathComponent("ops/pg")
             destroy.arguments = ["destroy"]
             destroy.environment = ProcessInfo.processInfo.environment.merging(["CHURNWATCH_PG_DIR": pgDir]) { _, new in new }
-            try? destroy.run()
-            destroy.waitUntilExit()
+            if (try? destroy.run()) != nil { _ = ChildExit.status(of: destroy) }
             try? FileManager.default.removeItem(at: demoDir)
         }
 

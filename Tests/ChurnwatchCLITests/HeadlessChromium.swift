@@ -50,9 +50,9 @@ struct HeadlessChromium {
             let pid = process.processIdentifier
             let deadline = DispatchWorkItem { kill(pid, SIGKILL) }
             DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: deadline)
-            process.waitUntilExit()
+            let status = ChildExit.status(of: process)
             deadline.cancel()
-            return Output(status: process.terminationStatus, stdout: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
+            return Output(status: status, stdout: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
                           stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "")
         }
     }

@@ -32,8 +32,7 @@ struct IndependentServerTests {
         process.standardError = pipe
         try process.run()
         let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        return (ChildExit.status(of: process), String(decoding: data, as: UTF8.self))
     }
 
     @Test("eight nights: segments, auto-renew flips, live win-back entries and runs match the truth")

@@ -59,8 +59,8 @@ extension SimulatorProcess {
         process.standardOutput = out
         try process.run()
         let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw CLITestError("appstore-sim token exited \(process.terminationStatus)") }
+        let status = ChildExit.status(of: process)
+        guard status == 0 else { throw CLITestError("appstore-sim token exited \(status)") }
         return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
     }
 

@@ -202,9 +202,9 @@ struct MetricsTests {
         process.standardInput = FileHandle.nullDevice
         try process.run()
         let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let status = ChildExit.status(of: process)
         let text = String(decoding: data, as: UTF8.self)
-        #expect(process.terminationStatus == 0, "\(text.suffix(600))")
+        #expect(status == 0, "\(text.suffix(600))")
         // (The terminal turns each line feed into \r\n; a redraw is a \r before "run 1  ".)
         #expect(text.components(separatedBy: "\rrun 1  ").count - 1 >= 2, "no line redrawn in place: \(text.debugDescription.suffix(600))")
         #expect(text.contains("run 1  200/200 100.0%  0 failed  ETA done  "), "\(text.debugDescription.suffix(600))")
