@@ -19,6 +19,11 @@ seconds). A change is detected at its row's `detected_at`. Prints, with SUFFIX a
                           the changes Apple never notified, and the share of them detected by
                           the last night (the safety net: their period's end, or a poll of
                           billing trouble without news)
+  unnotified_due_by_next_window, unnotified_caught_by_next_window
+                          of the changes Apple never notified whose next window has come (the
+                          subscription's next period boundary, a true renewal or expiry, plus
+                          24 hours, before TO), how many, and the share detected by then; a
+                          renewal, expiry or start of billing trouble is its own boundary
 A notified change not seen within 24 hours is printed on stderr (the first ten; with the feed).
 """
 import csv
@@ -70,6 +75,15 @@ def main(argv: list[str]) -> int:
                     best = e
             if best is not None:
                 seen_at[id(best)] = at
+    # Period boundaries of each subscription (true renewals and expiries), for the safety net's
+    # deadline: a change Apple never notified is due by its subscription's next boundary + 24 h.
+    boundaries: dict[str, list[float]] = defaultdict(list)
+    for e in truth:
+        if e["event"] in ("renewed", "expired"):
+            boundaries[e["original_transaction_id"]].append(parse(e["occurred_at"]))
+    for times in boundaries.values():
+        times.sort()
+    due = caught = 0
     within: dict[str, int] = defaultdict(int)
     total: dict[str, int] = defaultdict(int)
     found = 0
@@ -82,6 +96,14 @@ def main(argv: list[str]) -> int:
         silent = e.get("notified") is False
         unnotified += silent
         at = seen_at.get(id(e))
+        if silent:
+            if kind in ("renewed", "expired", "billing_retry_started", "grace_period_started"):
+                boundary = t
+            else:
+                boundary = next((b for b in boundaries[e["original_transaction_id"]] if b > t), None)
+            if boundary is not None and boundary + 86_400 <= hi:
+                due += 1
+                caught += at is not None and at <= boundary + 86_400
         if at is not None:
             found += 1
             unnotified_found += silent
@@ -107,6 +129,9 @@ def main(argv: list[str]) -> int:
     print(f"unnotified_events{suffix}={unnotified}")
     if unnotified:
         print(f"unnotified_detected_share{suffix}={unnotified_found / unnotified:.4f}")
+    print(f"unnotified_due_by_next_window{suffix}={due}")
+    if due:
+        print(f"unnotified_caught_by_next_window{suffix}={caught / due:.4f}")
     return 0
 
 

@@ -5,7 +5,7 @@ import Postgres
 /// What the poll-results commit needs for the retention loop: each fresh subscription's
 /// events and prices.
 struct RetentionColumns {
-    var ids: [String] = [], renewalPrices: [Int64?] = [], renewalCurrencies: [String?] = []
+    var ids: [String] = []
     /// Apple's `eligibleWinBackOfferIds` now, best first (JSON arrays).
     var winBackOffers: [PostgresJSON] = []
     var events: [String: [ChurnEvent]] = [:]
@@ -15,27 +15,19 @@ struct RetentionColumns {
     mutating func append(_ p: PollWrite.Polled, _ id: String) {
         let s = p.snapshot
         ids.append(id)
-        renewalPrices.append(s.renewalPrice)
-        renewalCurrencies.append(s.renewalPrice == nil ? nil : s.renewalCurrency)
-        winBackOffers.append((try? PostgresJSON(encoding: s.eligibleWinBackOfferIds)) ?? PostgresJSON(text: "[]"))
+        winBackOffers.append(PostgresJSON(array: s.eligibleWinBackOfferIds))
         if !p.events.isEmpty { events[id] = p.events }
         keptPrice[id] = s.renewalPrice != nil ? (s.renewalPrice, s.renewalCurrency) : (s.price, s.currency)
     }
 }
 
 extension ChurnStore {
-    /// Inside the poll-results commit: the renewal price on `subscription_segments`, Apple's
+    /// Inside the poll-results commit (after the segments, which carry the renewal price): Apple's
     /// current win-back offer ids on pending `winback_offer` entries, and the
     /// outcome of every open win-back entry (treated or held out) of the polled subscriptions,
     /// by `RetentionOutcomeRules` at `asOf`.
     static func retentionRecord(_ db: PostgresConnection, _ r: RetentionColumns, asOf: Date) throws {
         guard !r.ids.isEmpty else { return }
-        try db.execute("""
-            UPDATE churnwatch.subscription_segments AS g SET renewal_price = u.price, renewal_currency = u.currency
-            FROM unnest(\(r.ids)::text[], \(r.renewalPrices)::bigint[], \(r.renewalCurrencies)::text[]) AS u(id, price, currency)
-            WHERE g.original_transaction_id = u.id
-              AND (g.renewal_price IS DISTINCT FROM u.price OR g.renewal_currency IS DISTINCT FROM u.currency)
-            """)
         try db.execute("""
             UPDATE churnwatch.winback_queue AS w SET offer_ids = u.offers, updated_at = now()
             FROM (SELECT id, coalesce((SELECT array_agg(x) FROM jsonb_array_elements_text(o) AS x), '{}') AS offers

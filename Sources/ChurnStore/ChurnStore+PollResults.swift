@@ -75,8 +75,9 @@ struct PollBatch {
     var quarantine = QuarantineColumns()
 
     init(_ writes: [PollWrite]) throws {
+        // Unsorted keys: every column it writes is jsonb, which keeps its own key order.
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.outputFormatting = [.withoutEscapingSlashes]
         var fresh: [(PollWrite.Polled, ClaimedItem)] = []
         for w in writes {
             switch w.outcome {
@@ -99,7 +100,7 @@ struct PollBatch {
         for (p, item) in fresh { try subscriptions.append(p, item.originalTransactionId, encoder) }
         for (p, item) in fresh {
             for tx in p.transactions { transactions.append(tx) }
-            for event in p.events { try events.append(item.originalTransactionId, event, encoder) }
+            for event in p.events { events.append(item.originalTransactionId, event) }
             segments.append(p, item)
             for entry in p.winback.entries { winback.append(entry, item) }
             for gone in p.winback.obsolete { obsolete.append(item.originalTransactionId, gone) }

@@ -113,28 +113,30 @@ extension ChurnStore {
             """)
     }
 
-    /// Each fresh subscription's current segment row, inserted or replaced.
+    /// Each fresh subscription's current segment row (with its next renewal's price), inserted or replaced.
     static func segmentsUpsert(_ db: PostgresConnection, _ gc: SegmentColumns, detectedAt: Date) throws {
         guard !gc.ids.isEmpty else { return }
         try db.execute("""
             INSERT INTO churnwatch.subscription_segments (original_transaction_id, app_account_token, customer_ref,
                 product_id, segment, segment_since, expires_at, auto_renew, in_billing_retry, grace_period_expires_at,
-                expiration_intent, revocation_reason, offer_type, last_polled_at)
+                expiration_intent, revocation_reason, offer_type, last_polled_at, renewal_price, renewal_currency)
             SELECT id, token, ref, product_id, segment, since, expires_at, auto_renew, in_retry, grace, intent,
-                   revocation_reason, offer_type, \(detectedAt)
+                   revocation_reason, offer_type, \(detectedAt), renewal_price, renewal_currency
             FROM unnest(\(gc.ids)::text[], \(gc.tokens)::uuid[], \(gc.refs)::text[], \(gc.productIds)::text[],
                         \(gc.segments)::text[], \(gc.sinces)::timestamptz[], \(gc.expiresAts)::timestamptz[],
                         \(gc.autoRenews)::bool[], \(gc.inRetry)::bool[], \(gc.graces)::timestamptz[], \(gc.intents)::int[],
-                        \(gc.revocationReasons)::int[], \(gc.offerTypes)::int[])
+                        \(gc.revocationReasons)::int[], \(gc.offerTypes)::int[], \(gc.renewalPrices)::bigint[],
+                        \(gc.renewalCurrencies)::text[])
                  AS u(id, token, ref, product_id, segment, since, expires_at, auto_renew, in_retry, grace, intent,
-                      revocation_reason, offer_type)
+                      revocation_reason, offer_type, renewal_price, renewal_currency)
             ON CONFLICT (original_transaction_id) DO UPDATE SET
                 app_account_token = excluded.app_account_token, customer_ref = excluded.customer_ref,
                 product_id = excluded.product_id, segment = excluded.segment, segment_since = excluded.segment_since,
                 expires_at = excluded.expires_at, auto_renew = excluded.auto_renew,
                 in_billing_retry = excluded.in_billing_retry, grace_period_expires_at = excluded.grace_period_expires_at,
                 expiration_intent = excluded.expiration_intent, revocation_reason = excluded.revocation_reason,
-                offer_type = excluded.offer_type, last_polled_at = excluded.last_polled_at
+                offer_type = excluded.offer_type, last_polled_at = excluded.last_polled_at,
+                renewal_price = excluded.renewal_price, renewal_currency = excluded.renewal_currency
             """)
     }
 

@@ -74,11 +74,11 @@ struct TransactionColumns {
 struct EventColumns {
     var ids: [String] = [], types: [String] = [], occurredAts: [Date] = [], details: [PostgresJSON] = []
 
-    mutating func append(_ id: String, _ event: ChurnEvent, _ encoder: JSONEncoder) throws {
+    mutating func append(_ id: String, _ event: ChurnEvent) {
         ids.append(id)
         types.append(event.type.rawValue)
         occurredAts.append(event.occurredAt)
-        details.append(PostgresJSON(data: try encoder.encode(event.details)))
+        details.append(PostgresJSON(object: event.details))
     }
 }
 
@@ -86,6 +86,8 @@ struct SegmentColumns {
     var ids: [String] = [], tokens: [UUID?] = [], refs: [String?] = [], productIds: [String?] = [], segments: [String] = []
     var sinces: [Date] = [], expiresAts: [Date?] = [], autoRenews: [Bool?] = [], inRetry: [Bool?] = [], graces: [Date?] = []
     var intents: [Int32?] = [], revocationReasons: [Int32?] = [], offerTypes: [Int32?] = []
+    /// The next renewal's price (and its currency, only with a price).
+    var renewalPrices: [Int64?] = [], renewalCurrencies: [String?] = []
 
     mutating func append(_ p: PollWrite.Polled, _ item: ClaimedItem) {
         let s = p.snapshot
@@ -102,6 +104,8 @@ struct SegmentColumns {
         intents.append(s.rawExpirationIntent.map { Int32(clamping: $0) })
         revocationReasons.append(s.rawRevocationReason.map { Int32(clamping: $0) })
         offerTypes.append(s.rawOfferType.map { Int32(clamping: $0) })
+        renewalPrices.append(s.renewalPrice)
+        renewalCurrencies.append(s.renewalPrice == nil ? nil : s.renewalCurrency)
     }
 }
 

@@ -76,6 +76,6 @@ extension FeedSync {
         guard !pending.isEmpty else { return FeedSummary() }
         let inputs = await verify(pending, source: .history)
         pending.removeAll(keepingCapacity: true)
-        return try await apply(inputs, establishOnly: establishOnly, runId: runId, now: now)
+        return try await applyInLanes(inputs, establishOnly: establishOnly, runId: runId, now: now)
     }
 }

@@ -59,7 +59,9 @@ public struct FeedSync: Sendable {
         /// How far back the first sync of a database reads (Apple keeps 180 days, Sandbox 30).
         public var firstLookback: TimeInterval = 180 * 86_400
         /// Notifications verified and committed together.
-        public var batchSize = 500
+        public var batchSize = 1000
+        /// Connections that apply and commit at once (each its share of the subscriptions).
+        public var applyLanes = 2
 
         public init() {}
     }
@@ -151,24 +153,66 @@ public struct FeedSync: Sendable {
     }
 
     /// Applies raw signed payloads (`notifications ingest`), batch after batch as `next` gives
-    /// them (nil: no more): verified, deduplicated, applied. Each batch is verified while the
-    /// one before it is applied and committed, so verification (CPU) and the commits
-    /// (PostgreSQL) overlap.
-    public func ingest(now: Date, runId: Int64? = nil, next: () throws -> [String]?) async throws -> FeedSummary {
+    /// them (nil: no more): verified, deduplicated, applied in the order given. Up to
+    /// `verifyAhead` batches are verified while the one before them is applied and committed,
+    /// so verification (CPU) and the commits (PostgreSQL) overlap and neither waits on the other's
+    /// slower batches.
+    public func ingest(now: Date, runId: Int64? = nil, verifyAhead: Int = 1, next: () throws -> [String]?) async throws -> FeedSummary {
         var summary = FeedSummary()
-        var verifying: Task<[FeedInput], Never>?
-        defer { verifying?.cancel() }
+        var verifying: [Task<[FeedInput], Never>] = []
+        defer { for task in verifying { task.cancel() } }
+        var exhausted = false
         while true {
-            let started = try next().map { batch in
-                Task { await self.verify(batch.map { ($0, Int64?.none) }, source: .ingest) }
+            // The batch to apply next, and `verifyAhead` after it.
+            while !exhausted, verifying.count <= max(0, verifyAhead) {
+                guard let batch = try next() else { exhausted = true; break }
+                verifying.append(Task { await self.verify(batch.map { ($0, Int64?.none) }, source: .ingest) })
             }
-            if let previous = verifying {
-                verifying = nil
-                summary.add(try await apply(await previous.value, establishOnly: false, runId: runId, now: now))
-            }
-            guard let started else { return summary }
-            verifying = started
+            guard !verifying.isEmpty else { return summary }
+            let inputs = await verifying.removeFirst().value
+            summary.add(try await applyInLanes(inputs, establishOnly: false, runId: runId, now: now))
         }
+    }
+
+    /// `apply` on `settings.applyLanes` connections at once, each with the notifications of its
+    /// share of the subscriptions (by a hash of the original transaction id), so one
+    /// subscription's notifications stay in order on one lane and no two lanes write the same
+    /// rows. What is not about a subscription (rejected payloads) goes to the first lane.
+    func applyInLanes(_ inputs: [FeedInput], establishOnly: Bool, runId: Int64?, now: Date) async throws -> FeedSummary {
+        let shares = Self.lanes(inputs, count: settings.applyLanes)
+        guard shares.count > 1 else { return try await apply(inputs, establishOnly: establishOnly, runId: runId, now: now) }
+        return try await withThrowingTaskGroup(of: FeedSummary.self) { group in
+            for share in shares {
+                group.addTask { try await self.apply(share, establishOnly: establishOnly, runId: runId, now: now) }
+            }
+            var total = FeedSummary()
+            for try await part in group { total.add(part) }
+            return total
+        }
+    }
+
+    /// `inputs` split into at most `count` non-empty lanes, each in the order given: a
+    /// subscription's notifications all in one lane (by a hash of its original transaction id),
+    /// anything not about a subscription in the first.
+    static func lanes(_ inputs: [FeedInput], count: Int) -> [[FeedInput]] {
+        let count = max(1, count)
+        guard count > 1 else { return inputs.isEmpty ? [] : [inputs] }
+        var shares = [[FeedInput]](repeating: [], count: count)
+        for input in inputs {
+            var lane = 0
+            if case .verified(let v) = input.verdict, let id = v.originalTransactionId {
+                lane = Int(laneHash(id) % UInt64(count))
+            }
+            shares[lane].append(input)
+        }
+        return shares.filter { !$0.isEmpty }
+    }
+
+    /// FNV-1a of the id's bytes: stable across processes (Swift's Hasher is seeded per process).
+    static func laneHash(_ id: String) -> UInt64 {
+        var h: UInt64 = 0xcbf2_9ce4_8422_2325
+        for b in id.utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
+        return h
     }
 
     /// Applies the inbox's unprocessed rows, oldest first, and marks each processed.
@@ -181,7 +225,7 @@ public struct FeedSync: Sendable {
             guard let newest = rows.last?.id, newest > lastId else { break }
             lastId = newest
             let inputs = await verify(rows.map { ($0.signedPayload, $0.id) }, source: .inbox)
-            summary.add(try await apply(inputs, establishOnly: false, runId: runId, now: now))
+            summary.add(try await applyInLanes(inputs, establishOnly: false, runId: runId, now: now))
         }
         return summary
     }

@@ -218,9 +218,14 @@ public struct SubscriptionPoller: Sendable {
     /// The payload of a verified JWS exactly as Apple signed it (JSON with Apple's field names,
     /// new fields included): stored as is, without decoding and encoding it again.
     static func signedPayload(_ jws: String) -> StoredJSON? {
-        let parts = jws.utf8.split(separator: UInt8(ascii: "."), maxSplits: 2, omittingEmptySubsequences: false)
-        guard parts.count == 3, let bytes = Base64URL.decode(utf8: ArraySlice(parts[1])) else { return nil }
-        return StoredJSON(data: Data(bytes))
+        var jws = jws
+        let bytes = jws.withUTF8 { utf8 -> [UInt8]? in
+            guard let first = utf8.firstIndex(of: UInt8(ascii: ".")),
+                  let second = utf8[(first + 1)...].firstIndex(of: UInt8(ascii: ".")),
+                  !utf8[(second + 1)...].contains(UInt8(ascii: ".")) else { return nil }
+            return Base64URL.decode(utf8: utf8[(first + 1)..<second])
+        }
+        return bytes.map { StoredJSON(text: String(decoding: $0, as: UTF8.self)) }
     }
 
     static func json<T: Encodable>(_ value: T) -> StoredJSON {

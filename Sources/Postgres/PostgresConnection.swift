@@ -150,19 +150,27 @@ public final class PostgresConnection: @unchecked Sendable {
         _ binds: [PostgresBind], sql: String,
         _ body: (UnsafePointer<UnsafePointer<CChar>?>?) throws -> R
     ) throws -> R {
-        var buffer: [CChar] = []
+        // One buffer of NUL-terminated values; bytes copied whole (memchr finds a NUL: batch
+        // statements bind arrays of megabytes).
+        var buffer: [UInt8] = []
         var offsets: [Int] = []
         offsets.reserveCapacity(binds.count)
         for (i, bind) in binds.enumerated() {
-            guard let text = bind.text else { offsets.append(-1); continue }
-            if text.utf8.contains(0) {
+            guard var text = bind.text else { offsets.append(-1); continue }
+            let copied = text.withUTF8 { bytes -> Bool in
+                if let base = bytes.baseAddress, memchr(base, 0, bytes.count) != nil { return false }
+                offsets.append(buffer.count)
+                buffer.append(contentsOf: bytes)
+                buffer.append(0)
+                return true
+            }
+            guard copied else {
                 throw PostgresError(kind: .usage, message: "parameter $\(i + 1) contains a NUL byte, which PostgreSQL text cannot hold", statement: sql)
             }
-            offsets.append(buffer.count)
-            buffer.append(contentsOf: text.utf8CString)
         }
         return try buffer.withUnsafeBufferPointer { buf in
-            let pointers: [UnsafePointer<CChar>?] = offsets.map { $0 < 0 ? nil : buf.baseAddress! + $0 }
+            let base = UnsafeRawPointer(buf.baseAddress)
+            let pointers: [UnsafePointer<CChar>?] = offsets.map { $0 < 0 ? nil : base!.advanced(by: $0).assumingMemoryBound(to: CChar.self) }
             return try pointers.withUnsafeBufferPointer { try body($0.baseAddress) }
         }
     }

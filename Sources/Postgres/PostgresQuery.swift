@@ -10,6 +10,7 @@ import Foundation
 /// Interpolation only accepts `PostgresEncodable` values, identifiers (quoted) and other
 /// queries (whose placeholders are renumbered), so a value can never become SQL text.
 public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation, CustomStringConvertible {
+    @usableFromInline
     enum Part: Sendable {
         case sql(String)
         case bind(Int)
@@ -73,8 +74,8 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation, CustomS
     }
 
     public struct StringInterpolation: StringInterpolationProtocol {
-        var parts: [Part] = []
-        var binds: [PostgresBind] = []
+        @usableFromInline var parts: [Part] = []
+        @usableFromInline var binds: [PostgresBind] = []
 
         public init(literalCapacity: Int, interpolationCount: Int) {
             parts.reserveCapacity(interpolationCount * 2 + 1)
@@ -85,13 +86,16 @@ public struct PostgresQuery: Sendable, ExpressibleByStringInterpolation, CustomS
             parts.append(.sql(literal))
         }
 
-        /// A value: becomes `$n`.
+        /// A value: becomes `$n`. Inlinable, so that a caller's concrete types reach the
+        /// encoding (an array of thousands of values is encoded specialized, not generically).
+        @inlinable
         public mutating func appendInterpolation<T: PostgresEncodable>(_ value: T) {
             parts.append(.bind(binds.count))
             binds.append(value.postgresBind)
         }
 
         /// An optional value: `$n`, bound as NULL when nil.
+        @inlinable
         public mutating func appendInterpolation<T: PostgresEncodable>(_ value: T?) {
             parts.append(.bind(binds.count))
             binds.append(value.postgresBind)

@@ -23,7 +23,8 @@ struct FeedContext {
         let url = try global.resolvedDatabaseURL()
         let config = try apple.configuration(logger: logger)
         let settings = try options.settings()
-        let store = ChurnStore.open(url, connections: 2, logger: logger)
+        // One per apply lane, and one for the shared rate budget while a lane commits.
+        let store = ChurnStore.open(url, connections: settings.applyLanes + 1, logger: logger)
         try await store.schemaCheck(migrations: BuildMigrations.names())
         let limiter = SharedBudgetLimiter(store: store, limits: config.rateLimits, namespace: config.bundleId,
                                           maxPause: config.retryPolicy.maxTotalWait, logger: logger)
@@ -207,7 +208,7 @@ struct LineReader {
     mutating func next() throws -> ArraySlice<UInt8>? {
         var scanned = start
         while true {
-            if let nl = buffer[scanned...].firstIndex(of: 0x0A) {
+            if let nl = Self.newline(in: buffer, from: scanned) {
                 defer { start = nl + 1 }
                 return buffer[start..<nl]
             }
@@ -220,6 +221,14 @@ struct LineReader {
             start = 0
             scanned = buffer.count
             if let chunk = try handle.read(upToCount: 1 << 16), !chunk.isEmpty { buffer.append(contentsOf: chunk) } else { done = true }
+        }
+    }
+
+    /// The index of the first line feed at or after `from` (memchr: lines are kilobytes long).
+    private static func newline(in buffer: [UInt8], from: Int) -> Int? {
+        buffer.withUnsafeBufferPointer { b in
+            guard from < b.count, let base = b.baseAddress, let hit = memchr(base + from, 0x0A, b.count - from) else { return nil }
+            return base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
         }
     }
 }

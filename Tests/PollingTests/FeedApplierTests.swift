@@ -133,3 +133,43 @@ import Testing
         #expect(plan.batches.flatMap(\.writes).isEmpty)
     }
 }
+
+/// How a batch is shared among the connections that apply it at once (``FeedSync/lanes(_:count:)``).
+@Suite struct FeedLaneTests {
+    static func otid(_ input: FeedInput) -> String? {
+        if case .verified(let v) = input.verdict { return v.originalTransactionId }
+        return nil
+    }
+
+    @Test func aSubscriptionsNotificationsShareOneLaneInTheirOrderAndRejectedOnesGoFirst() {
+        var inputs: [FeedInput] = []
+        for n in 0..<400 { inputs.append(FeedApplierTests.note(FeedApplierTests.uuid(n), "S\(n % 37)", at: FeedApplierTests.t0 + Int64(n))) }
+        inputs.insert(FeedInput(signedPayload: "not a jws", verdict: .rejected("bad"), source: .ingest), at: 150)
+        let lanes = FeedSync.lanes(inputs, count: 2)
+        #expect(lanes.count == 2)
+        #expect(lanes.map(\.count).reduce(0, +) == inputs.count)
+        #expect(lanes[0].contains { if case .rejected = $0.verdict { true } else { false } })
+        #expect(!lanes[1].contains { if case .rejected = $0.verdict { true } else { false } })
+        // Every subscription in exactly one lane, its notifications in the order given.
+        var laneOf: [String: Int] = [:]
+        for (k, lane) in lanes.enumerated() {
+            for id in Set(lane.compactMap(Self.otid)) {
+                #expect(laneOf.updateValue(k, forKey: id) == nil, "\(id) is in two lanes")
+            }
+            let order = lane.map(\.signedPayload)
+            let given = inputs.map(\.signedPayload).filter(Set(order).contains)
+            #expect(order == given)
+        }
+        #expect(laneOf.count == 37)
+        // Both lanes get a real share (FNV-1a spreads these ids), and the split is stable.
+        #expect(lanes.allSatisfy { $0.count > 100 }, "\(lanes.map(\.count))")
+        #expect(FeedSync.lanes(inputs, count: 2).map { $0.map(\.signedPayload) } == lanes.map { $0.map(\.signedPayload) })
+    }
+
+    @Test func oneLaneOrNothingIsTheBatchAsItIs() {
+        let inputs = (0..<5).map { FeedApplierTests.note(FeedApplierTests.uuid($0), "S\($0)", at: FeedApplierTests.t0) }
+        #expect(FeedSync.lanes(inputs, count: 1).map { $0.map(\.signedPayload) } == [inputs.map(\.signedPayload)])
+        #expect(FeedSync.lanes([], count: 2).isEmpty)
+        #expect(FeedSync.lanes(inputs, count: 0).count == 1)
+    }
+}

@@ -124,6 +124,22 @@ struct PostgresConnectionTests {
         }
     }
 
+    @Test("a value holding a NUL byte is refused before it is sent, naming its parameter; its neighbours go through")
+    func nulByteIsRefused() throws {
+        let db = try TestDatabase.connect()
+        do {
+            _ = try db.query("SELECT \("fine")::text AS a, \("a\u{0}b")::text AS b")
+            Issue.record("a NUL byte was sent")
+        } catch let error as PostgresError {
+            #expect(error.kind == .usage)
+            #expect(error.message.contains("$2 contains a NUL byte"), "\(error.message)")
+        }
+        let rows = try db.query("SELECT \("fine")::text AS a, \(String?.none)::text AS b, \("")::text AS c")
+        #expect(try rows[0].decode(String.self, "a") == "fine")
+        #expect(try rows[0].decode(String?.self, "b") == nil)
+        #expect(try rows[0].decode(String.self, "c") == "")
+    }
+
     @Test("composed queries renumber their placeholders")
     func composition() throws {
         let db = try TestDatabase.connect()

@@ -68,3 +68,26 @@ struct PostgresTextFormatTests {
         #expect(throws: PostgresDecodingFailure.self) { try parse("") }
     }
 }
+
+@Suite("JSON written without an encoder")
+struct PostgresJSONWritingTests {
+    static let tricky = ["plain", "", "quote\"back\\slash/", "line\nfeed\r\ttab", "\u{01}\u{1F}\u{7F}", "ünïcødé 🚀", "{\"not\": \"json\"}"]
+
+    @Test("an object of strings is the text JSONEncoder writes with sorted keys, and parses back to the same values")
+    func objectMatchesTheEncoder() throws {
+        var object: [String: String] = [:]
+        for (i, value) in Self.tricky.enumerated() { object["k\(i)\(value)"] = value }
+        let written = PostgresJSON(object: object)
+        #expect(written.text == (try PostgresJSON(encoding: object)).text)
+        #expect(try JSONDecoder().decode([String: String].self, from: Data(written.text.utf8)) == object)
+        #expect(PostgresJSON(object: [:]).text == "{}")
+    }
+
+    @Test("an array of strings parses back to the same strings")
+    func arrayRoundTrips() throws {
+        let written = PostgresJSON(array: Self.tricky)
+        #expect(try JSONDecoder().decode([String].self, from: Data(written.text.utf8)) == Self.tricky)
+        #expect(written.text == (try PostgresJSON(encoding: Self.tricky)).text)
+        #expect(PostgresJSON(array: []).text == "[]")
+    }
+}

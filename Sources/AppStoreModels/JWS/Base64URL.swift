@@ -70,31 +70,38 @@ public enum Base64URL {
             if input[count - 1] == UInt8(ascii: "=") { count -= 1 }
         }
         if count % 4 == 1 { return nil }
-        var out = [UInt8]()
-        out.reserveCapacity(count * 3 / 4)
-        return table.withUnsafeBufferPointer { t -> [UInt8]? in
-            var i = 0
-            while i + 4 <= count {
-                let a = t[Int(input[i])], b = t[Int(input[i + 1])]
-                let c = t[Int(input[i + 2])], d = t[Int(input[i + 3])]
-                if (a | b | c | d) & 0xC0 != 0 { return nil }
-                out.append(a << 2 | b >> 4)
-                out.append(b << 4 | c >> 2)
-                out.append(c << 6 | d)
-                i += 4
+        let capacity = count / 4 * 3 + max(0, count % 4 - 1)
+        var valid = true
+        // Written in place (no per-byte append): verification decodes every part of every JWS.
+        let out = [UInt8](unsafeUninitializedCapacity: capacity) { out, written in
+            table.withUnsafeBufferPointer { t in
+                var i = 0, o = 0
+                while i + 4 <= count {
+                    let a = t[Int(input[i])], b = t[Int(input[i + 1])]
+                    let c = t[Int(input[i + 2])], d = t[Int(input[i + 3])]
+                    if (a | b | c | d) & 0xC0 != 0 { valid = false; return }
+                    out[o] = a << 2 | b >> 4
+                    out[o + 1] = b << 4 | c >> 2
+                    out[o + 2] = c << 6 | d
+                    i += 4
+                    o += 3
+                }
+                let rest = count - i
+                if rest == 2 {
+                    let a = t[Int(input[i])], b = t[Int(input[i + 1])]
+                    if (a | b) & 0xC0 != 0 || b & 0x0F != 0 { valid = false; return }
+                    out[o] = a << 2 | b >> 4
+                    o += 1
+                } else if rest == 3 {
+                    let a = t[Int(input[i])], b = t[Int(input[i + 1])], c = t[Int(input[i + 2])]
+                    if (a | b | c) & 0xC0 != 0 || c & 0x03 != 0 { valid = false; return }
+                    out[o] = a << 2 | b >> 4
+                    out[o + 1] = b << 4 | c >> 2
+                    o += 2
+                }
+                written = o
             }
-            let rest = count - i
-            if rest == 2 {
-                let a = t[Int(input[i])], b = t[Int(input[i + 1])]
-                if (a | b) & 0xC0 != 0 || b & 0x0F != 0 { return nil }
-                out.append(a << 2 | b >> 4)
-            } else if rest == 3 {
-                let a = t[Int(input[i])], b = t[Int(input[i + 1])], c = t[Int(input[i + 2])]
-                if (a | b | c) & 0xC0 != 0 || c & 0x03 != 0 { return nil }
-                out.append(a << 2 | b >> 4)
-                out.append(b << 4 | c >> 2)
-            }
-            return out
         }
+        return valid ? out : nil
     }
 }
