@@ -24,7 +24,8 @@ seconds). A change is detected at its row's `detected_at`. Prints, with SUFFIX a
                           subscription's next period boundary, a true renewal or expiry, plus
                           24 hours, before TO), how many, and the share detected by then; a
                           renewal, expiry or start of billing trouble is its own boundary
-A notified change not seen within 24 hours is printed on stderr (the first ten; with the feed).
+A notified change not seen within 24 hours is printed on stderr (the first ten; with the feed),
+and so is an unnotified change not seen by its next window (the first ten).
 """
 import csv
 import datetime
@@ -84,6 +85,7 @@ def main(argv: list[str]) -> int:
     for times in boundaries.values():
         times.sort()
     due = caught = 0
+    late = []
     within: dict[str, int] = defaultdict(int)
     total: dict[str, int] = defaultdict(int)
     found = 0
@@ -103,7 +105,12 @@ def main(argv: list[str]) -> int:
                 boundary = next((b for b in boundaries[e["original_transaction_id"]] if b > t), None)
             if boundary is not None and boundary + 86_400 <= hi:
                 due += 1
-                caught += at is not None and at <= boundary + 86_400
+                if at is not None and at <= boundary + 86_400:
+                    caught += 1
+                else:
+                    late.append(f"{e['original_transaction_id']} {kind} at {e['occurred_at']}, boundary "
+                                f"{datetime.datetime.fromtimestamp(boundary, datetime.timezone.utc):%Y-%m-%dT%H:%M}Z: "
+                                + (f"{(at - boundary) / 3600:.0f} h after it" if at is not None else "never"))
         if at is not None:
             found += 1
             unnotified_found += silent
@@ -117,6 +124,8 @@ def main(argv: list[str]) -> int:
     n = sum(total.values())
     for line in misses[:10] if not suffix else []:
         print(f"bench_detect{suffix}: a notified change not seen within 24 h: {line}", file=sys.stderr)
+    for line in late[:10]:
+        print(f"bench_detect{suffix}: an unnotified change not seen by its next window: {line}", file=sys.stderr)
     print(f"coverage_24h{suffix}={sum(within.values()) / n:.4f}" if n else f"coverage_24h{suffix}=nan")
     for kind in KINDS:
         value = f"{within[kind] / total[kind]:.4f}" if total[kind] else "nan"
