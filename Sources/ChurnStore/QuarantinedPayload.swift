@@ -21,11 +21,17 @@ public struct QuarantinedPayload: Sendable {
         var reason = Self.storable(reason, maxBytes: Self.maxReasonBytes)
         let bytes = payload.utf8.count
         if bytes > Self.maxPayloadBytes {
-            let digest = SHA256.hash(data: Data(payload.utf8)).map { String(format: "%02x", $0) }.joined()
-            reason += " [payload of \(bytes) bytes, sha256 \(digest); the first \(Self.maxPayloadBytes) kept]"
+            reason += " [payload of \(bytes) bytes, sha256 \(Self.sha256Hex(payload)); the first \(Self.maxPayloadBytes) kept]"
         }
         self.reason = reason
         self.payload = Self.storable(payload, maxBytes: Self.maxPayloadBytes)
+    }
+
+    /// The SHA-256 of a payload as lowercase hex: how a payload is matched against a capture, and
+    /// how one that failed verification is recognised when it comes again (it has no identity
+    /// anyone verified).
+    public static func sha256Hex(_ payload: String) -> String {
+        SHA256.hash(data: Data(payload.utf8)).map { String(format: "%02x", $0) }.joined()
     }
 
     /// At most `maxBytes` of UTF-8 (cut at a character boundary), without NUL.

@@ -99,7 +99,7 @@ public struct FeedSync: Sendable {
                             out.append(FeedInput(signedPayload: payload, verdict: .verified(verified), source: source, inboxId: inboxId))
                         } catch {
                             out.append(FeedInput(signedPayload: payload, verdict: .rejected("\(error)"), source: source, inboxId: inboxId,
-                                                 digest: PayloadDigest.sha256Hex(payload)))
+                                                 digest: QuarantinedPayload.sha256Hex(payload)))
                         }
                     }
                     return (lane, out)
@@ -153,25 +153,24 @@ public struct FeedSync: Sendable {
     }
 
     /// Applies raw signed payloads (`notifications ingest`), batch after batch as `next` gives
-    /// them (nil: no more): verified, deduplicated, applied in the order given. `verifyAhead`
-    /// batches are verified while the one before them is applied and committed, so verification
-    /// (CPU) and the commits (PostgreSQL) overlap. (Two ahead measured no faster than one on two
-    /// cores.) A lane that fails ends the ingest; what committed stays, and a re-run skips it as
-    /// duplicates.
-    public func ingest(now: Date, runId: Int64? = nil, verifyAhead: Int = 1, next: () throws -> [String]?) async throws -> FeedSummary {
+    /// them (nil: no more): verified, deduplicated, applied in the order given. Each batch is
+    /// verified while the one before it is applied and committed, so verification (CPU) and the
+    /// commits (PostgreSQL) overlap. (Verifying two ahead measured no faster on two cores.) A
+    /// lane that fails ends the ingest; what committed stays, and a re-run skips it as duplicates.
+    public func ingest(now: Date, runId: Int64? = nil, next: () throws -> [String]?) async throws -> FeedSummary {
         var summary = FeedSummary()
-        var verifying: [Task<[FeedInput], Never>] = []
-        defer { for task in verifying { task.cancel() } }
-        var exhausted = false
+        var verifying: Task<[FeedInput], Never>?
+        defer { verifying?.cancel() }
         while true {
-            // The batch to apply next, and `verifyAhead` after it.
-            while !exhausted, verifying.count <= max(0, verifyAhead) {
-                guard let batch = try next() else { exhausted = true; break }
-                verifying.append(Task { await self.verify(batch.map { ($0, Int64?.none) }, source: .ingest) })
+            let started = try next().map { batch in
+                Task { await self.verify(batch.map { ($0, Int64?.none) }, source: .ingest) }
             }
-            guard !verifying.isEmpty else { return summary }
-            let inputs = await verifying.removeFirst().value
-            summary.add(try await applyInLanes(inputs, establishOnly: false, runId: runId, now: now))
+            if let previous = verifying {
+                verifying = nil
+                summary.add(try await applyInLanes(await previous.value, establishOnly: false, runId: runId, now: now))
+            }
+            guard let started else { return summary }
+            verifying = started
         }
     }
 

@@ -220,10 +220,7 @@ public struct SubscriptionPoller: Sendable {
     static func signedPayload(_ jws: String) -> StoredJSON? {
         var jws = jws
         let bytes = jws.withUTF8 { utf8 -> [UInt8]? in
-            guard let first = utf8.firstIndex(of: UInt8(ascii: ".")),
-                  let second = utf8[(first + 1)...].firstIndex(of: UInt8(ascii: ".")),
-                  !utf8[(second + 1)...].contains(UInt8(ascii: ".")) else { return nil }
-            return Base64URL.decode(utf8: utf8[(first + 1)..<second])
+            CompactJWS.dots(in: utf8).flatMap { Base64URL.decode(utf8: utf8[($0.first + 1)..<$0.second]) }
         }
         return bytes.map { StoredJSON(text: String(decoding: $0, as: UTF8.self)) }
     }

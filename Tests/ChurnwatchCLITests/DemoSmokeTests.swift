@@ -19,18 +19,6 @@ struct DemoSmokeTests {
         }
     }
 
-    /// The exit status of child `pid` (128 + signal when killed). Not `Process.waitUntilExit`:
-    /// Foundation on Linux notices a child's exit by a socket the child inherits, and the
-    /// PostgreSQL server the demo leaves running inherits it too (swift-corelibs-foundation#4795).
-    static func waitForExit(_ pid: Int32) -> Int32 {
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 {
-            if errno != EINTR { return -1 }
-        }
-        let signal = status & 0x7f
-        return signal == 0 ? (status >> 8) & 0xff : 128 + signal
-    }
-
     @Test("300 subscribers, 2 nights: exits 0, shows each night's segments and events, the summary, the win-back queue and the explore commands, and stops the simulator")
     func smallDemo() async throws {
         let demoDir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-demo-\(UUID().uuidString.prefix(8))")
@@ -60,13 +48,12 @@ struct DemoSmokeTests {
         process.standardError = err
         process.standardInput = FileHandle.nullDevice
         try process.run()
-        let pid = process.processIdentifier
         let errHandle = err.fileHandleForReading, outHandle = out.fileHandleForReading
         // The demo takes a while: wait for it on a thread of its own (see `OwnThread`).
         let (status, stdout, stderr) = try await OwnThread.run { () -> (Int32, String, String) in
             let errData = ReadAll(errHandle)
             let outData = outHandle.readDataToEndOfFile()
-            let status = Self.waitForExit(pid)
+            let status = ChildExit.status(of: process)
             return (status, String(decoding: outData, as: UTF8.self), String(decoding: errData.wait(), as: UTF8.self))
         }
 

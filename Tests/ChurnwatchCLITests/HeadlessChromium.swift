@@ -47,11 +47,7 @@ struct HeadlessChromium {
             process.standardError = try FileHandle(forWritingTo: errURL)
             process.standardInput = FileHandle.nullDevice
             try process.run()
-            let pid = process.processIdentifier
-            let deadline = DispatchWorkItem { kill(pid, SIGKILL) }
-            DispatchQueue.global().asyncAfter(deadline: .now() + timeout, execute: deadline)
-            let status = ChildExit.status(of: process)
-            deadline.cancel()
+            let status = ChildExit.wait(for: process, killingAfter: timeout).status
             return Output(status: status, stdout: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
                           stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "")
         }

@@ -90,26 +90,11 @@ final class SimulatorProcess: @unchecked Sendable {
 
     var subscriptionsCSV: URL { directory.appendingPathComponent("pki/subscriptions.csv") }
 
+    /// Stops the simulator (SIGTERM; SIGKILL if it is not gone within 60 s) and waits for its exit.
     func stop(keepingFiles: Bool = false) {
         if process.isRunning { process.terminate() }
-        Self.waitUntilGone(process.processIdentifier)
+        _ = ChildExit.wait(for: process, killingAfter: 60)
         if !keepingFiles { try? FileManager.default.removeItem(at: directory) }
-    }
-
-    /// Returns once `pid` has exited (gone, or a zombie not yet reaped), at most after 60 s.
-    /// Not `Process.waitUntilExit`: Foundation on Linux learns of an exit through a socket the
-    /// child holds, and a process another test spawned at the same moment can inherit it; then
-    /// `waitUntilExit` spins forever (swift-corelibs-foundation#4795; seen here: a whole test run
-    /// hung in MetricsTests' `world.close()` with the simulator already a zombie).
-    static func waitUntilGone(_ pid: Int32) {
-        let deadline = Date().addingTimeInterval(60)
-        while Date() < deadline {
-            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-                  let close = stat.lastIndex(of: ")") else { return }
-            let state = stat[stat.index(after: close)...].split(separator: " ").first
-            if state == "Z" || state == "X" { return }
-            usleep(5_000)  // polling the child's state, not waiting for a result
-        }
     }
 
     /// The ports it listens on (to start another one at the same address).

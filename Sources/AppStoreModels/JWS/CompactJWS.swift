@@ -26,9 +26,8 @@ public struct CompactJWS: Sendable {
     /// header with three certificates is about 4 KB).
     public init(_ compact: String, maxHeaderBytes: Int = 16 * 1024) throws(ParseError) {
         var utf8 = Array(compact.utf8)
-        let dots = utf8.indices.filter { utf8[$0] == UInt8(ascii: ".") }
-        guard dots.count == 2 else { throw .wrongPartCount(dots.count + 1) }
-        let d1 = dots[0], d2 = dots[1]
+        let found = utf8.withUnsafeBufferPointer { Self.dots(in: $0) }
+        guard let (d1, d2) = found else { throw .wrongPartCount(utf8.withUnsafeBufferPointer { Self.partCount(in: $0) }) }
         guard d1 <= maxHeaderBytes else { throw .headerTooLarge(d1) }
         let parts = utf8.withUnsafeMutableBufferPointer { buf -> ([UInt8]?, [UInt8]?, [UInt8]?) in
             let base = UnsafeBufferPointer(buf)
@@ -46,6 +45,23 @@ public struct CompactJWS: Sendable {
         signature = s
         utf8.removeSubrange(d2...)
         signingInput = utf8
+    }
+
+    /// The positions of the two dots of a compact JWS; nil unless there are exactly two. (memchr:
+    /// a notification's JWS is kilobytes long and holds two others, whose dots are in base64.)
+    public static func dots(in utf8: UnsafeBufferPointer<UInt8>) -> (first: Int, second: Int)? {
+        func dot(after start: Int) -> Int? {
+            guard start < utf8.count, let base = utf8.baseAddress,
+                  let hit = memchr(base + start, Int32(UInt8(ascii: ".")), utf8.count - start) else { return nil }
+            return base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
+        }
+        guard let first = dot(after: 0), let second = dot(after: first + 1), dot(after: second + 1) == nil else { return nil }
+        return (first, second)
+    }
+
+    /// How many dot-separated parts `utf8` has (for the error when it is not three).
+    public static func partCount(in utf8: UnsafeBufferPointer<UInt8>) -> Int {
+        utf8.reduce(1) { $0 + ($1 == UInt8(ascii: ".") ? 1 : 0) }
     }
 
     /// Decodes the header JSON.

@@ -152,15 +152,7 @@ public final class SignedDataVerifier: Sendable {
         var signingInput: Range<Int> { header.lowerBound..<payload.upperBound }
 
         static func split(_ utf8: UnsafeBufferPointer<UInt8>, maxHeaderBytes: Int) -> Result<Parts, JWSVerificationFailure> {
-            // memchr for the dots: a notification's JWS is kilobytes long and holds two others.
-            func dot(after start: Int) -> Int? {
-                guard start < utf8.count, let base = utf8.baseAddress,
-                      let hit = memchr(base + start, Int32(UInt8(ascii: ".")), utf8.count - start) else { return nil }
-                return base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
-            }
-            guard let first = dot(after: 0), let second = dot(after: first + 1), dot(after: second + 1) == nil else {
-                return .failure(.notThreeParts(utf8.reduce(1) { $0 + ($1 == UInt8(ascii: ".") ? 1 : 0) }))
-            }
+            guard let (first, second) = CompactJWS.dots(in: utf8) else { return .failure(.notThreeParts(CompactJWS.partCount(in: utf8))) }
             guard first <= maxHeaderBytes else { return .failure(.headerTooLarge(bytes: first)) }
             return .success(Parts(header: 0..<first, payload: (first + 1)..<second, signature: (second + 1)..<utf8.count))
         }

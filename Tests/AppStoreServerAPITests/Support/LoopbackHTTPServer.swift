@@ -1,13 +1,30 @@
 import Foundation
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
 
-/// A tiny HTTP/1.1 server on 127.0.0.1 for tests: keep-alive, Content-Length bodies, one
-/// thread per connection, answers from a handler.
+/// A tiny HTTP/1.1 server on a loopback address for tests: keep-alive, Content-Length bodies,
+/// one thread per connection, answers from a handler.
+///
+/// Each server listens on an address of its own in 127.0.0.0/8 (127.1.0.1, 127.1.0.2, ...): the
+/// shared transport pools connections by host and port, and a server given a port another one
+/// used a moment before would otherwise meet that server's pooled connections, closed by its
+/// `stop()` but not yet noticed by the pool (a request sent on one fails at once).
 final class LoopbackHTTPServer: @unchecked Sendable {
+    private static let nextHost = Mutex(0)
+
+    /// A loopback address no other server of this process has had.
+    static func freshHost() -> String {
+        let n = nextHost.withLock { n in
+            n += 1
+            return n
+        }
+        return "127.1.\(n / 250 % 250).\(n % 250 + 1)"
+    }
+
     struct Request: Sendable {
         var method: String
         var target: String
@@ -20,6 +37,7 @@ final class LoopbackHTTPServer: @unchecked Sendable {
         var body: Data = Data()
     }
 
+    let host: String
     let port: UInt16
     private let listener: Int32
     private let handler: @Sendable (Request) -> Response
@@ -31,8 +49,14 @@ final class LoopbackHTTPServer: @unchecked Sendable {
     private var open: Set<Int32> = []
     private var stopped = false
 
-    /// - Parameter hang: read requests but never answer (for timeout tests).
-    init(port requested: UInt16 = 0, hang: Bool = false, handler: @escaping @Sendable (Request) -> Response) throws {
+    /// - Parameters:
+    ///   - host, port: where to listen (a stopped server's, to start another in its place); by
+    ///     default a fresh loopback address and a free port.
+    ///   - hang: read requests but never answer (for timeout tests).
+    init(host: String? = nil, port requested: UInt16 = 0, hang: Bool = false,
+         handler: @escaping @Sendable (Request) -> Response) throws {
+        let host = host ?? Self.freshHost()
+        self.host = host
         self.handler = handler
         self.hang = hang
         #if canImport(Glibc)
@@ -46,7 +70,7 @@ final class LoopbackHTTPServer: @unchecked Sendable {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = requested.bigEndian
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_addr.s_addr = inet_addr(host)
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
@@ -61,14 +85,14 @@ final class LoopbackHTTPServer: @unchecked Sendable {
         thread.start()
     }
 
-    var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+    var baseURL: URL { URL(string: "http://\(host):\(port)")! }
     var requests: [Request] { lock.withLock { received } }
     var connectionCount: Int { lock.withLock { connections } }
 
     /// Stops accepting and ends every connection still open. A stopped server must not go on
     /// answering over a kept-alive connection: the shared transport pools connections by host and
-    /// port, and a later server given the same ephemeral port would otherwise see its requests
-    /// answered by this one's handler (a CI run failed that way).
+    /// port, and a later server at the same address would otherwise see its requests answered by
+    /// this one's handler.
     func stop() {
         shutdown(listener, Int32(SHUT_RDWR))
         close(listener)
