@@ -72,11 +72,7 @@ extension ChurnStore {
         let decoder = JSONDecoder()
         return try await pool.withConnection { db in
             let rows = try db.query("""
-                SELECT s.original_transaction_id, 'feed' AS reason, 0 AS attempts, s.environment, s.receipt_data,
-                       s.app_account_token, s.customer_ref, s.snapshot, s.latest_transaction_id, s.history_revision,
-                       s.established_at, g.segment, g.segment_since, s.last_polled_at IS NULL AS never_polled,
-                       (SELECT coalesce(array_agg(w.campaign || ' ' || w.episode), '{}') FROM churnwatch.winback_queue w
-                         WHERE w.original_transaction_id = s.original_transaction_id AND w.status IN ('pending', 'claimed')) AS live
+                SELECT \(Self.feedItemColumns)
                 FROM churnwatch.subscriptions s
                 LEFT JOIN churnwatch.subscription_segments g USING (original_transaction_id)
                 WHERE s.original_transaction_id = ANY(\(ids)::text[])
@@ -89,6 +85,46 @@ extension ChurnStore {
                 if try row.decode(Bool.self, "never_polled") { neverPolled.insert(item.originalTransactionId) }
             }
             return (items, neverPolled)
+        }
+    }
+
+    /// What ``decodeClaimed(_:_:)`` reads of a subscription (`s`) and its segment (`g`) for the feed.
+    static let feedItemColumns: PostgresQuery = """
+        s.original_transaction_id, 'feed' AS reason, 0 AS attempts, s.environment, s.receipt_data,
+        s.app_account_token, s.customer_ref, s.snapshot, s.latest_transaction_id, s.history_revision,
+        s.established_at, s.state_version, g.segment, g.segment_since, s.last_polled_at IS NULL AS never_polled,
+        (SELECT coalesce(array_agg(w.campaign || ' ' || w.episode), '{}') FROM churnwatch.winback_queue w
+          WHERE w.original_transaction_id = s.original_transaction_id AND w.status IN ('pending', 'claimed')) AS live
+        """
+
+    /// Up to `limit` subscriptions of `environment` whose state a first sync established and no
+    /// poll has replaced, in id order after `after` (keyset paging over the whole table).
+    public func feedEstablished(environment: String, after: String, limit: Int) async throws -> [ClaimedItem] {
+        let decoder = JSONDecoder()
+        return try await pool.withConnection { db in
+            try db.query("""
+                SELECT \(Self.feedItemColumns)
+                FROM churnwatch.subscriptions s
+                LEFT JOIN churnwatch.subscription_segments g USING (original_transaction_id)
+                WHERE s.original_transaction_id > \(after) AND s.environment = \(environment)
+                  AND s.established_at IS NOT NULL AND s.last_polled_at IS NULL AND s.snapshot IS NOT NULL
+                ORDER BY s.original_transaction_id
+                LIMIT \(limit)
+                """).map { try Self.decodeClaimed($0, decoder) }
+        }
+    }
+
+    /// Win-back entries for the subscriptions a first sync established, with their offers and
+    /// holdout draws; one already there (same subscription, campaign and episode) stays as it
+    /// is. Returns how many were created.
+    @discardableResult
+    public func winbackEnqueue(_ entries: [(entry: WinbackEntry, item: ClaimedItem)], runId: Int64?) async throws -> Int {
+        guard !entries.isEmpty else { return 0 }
+        let columns = entries.reduce(into: WinbackColumns()) { $0.append($1.entry, $1.item) }
+        return try await pool.withTransaction { db in
+            let created = try Self.winbackInsert(db, columns, runId: runId)
+            try Self.winbackAssignOffers(db, columns)
+            return created
         }
     }
 
@@ -116,19 +152,21 @@ extension ChurnStore {
             let pending = try db.query("SELECT count(*) AS n FROM churnwatch.notification_inbox WHERE processed_at IS NULL")[0]
                 .decode(Int.self, "n")
             return FeedStatus(state: state, last24h: last24h, inboxPending: pending,
-                              hasNotifications: try Self.notificationsSeen(db))
+                              hasNotifications: try Self.notificationsSeen(db, environment: environment))
         }
     }
 
-    /// True once any verified notification about a subscription was recorded: from then on
-    /// planning trusts the feed and polls only where it is silent (``PlanWindows/feedDriven``).
-    public func notificationsSeen() async throws -> Bool {
-        try await pool.withConnection { db in try Self.notificationsSeen(db) }
+    /// True once any verified notification about a subscription of `environment` was recorded:
+    /// from then on planning trusts that environment's feed and polls only where it is silent
+    /// (``PlanWindows/feedEnvironments``).
+    public func notificationsSeen(environment: String) async throws -> Bool {
+        try await pool.withConnection { db in try Self.notificationsSeen(db, environment: environment) }
     }
 
-    static func notificationsSeen(_ db: PostgresConnection) throws -> Bool {
+    static func notificationsSeen(_ db: PostgresConnection, environment: String) throws -> Bool {
         try db.query("""
-            SELECT EXISTS (SELECT 1 FROM churnwatch.notifications WHERE outcome IN ('applied', 'stale')) AS seen
+            SELECT EXISTS (SELECT 1 FROM churnwatch.notifications
+                           WHERE environment = \(environment) AND outcome IN ('applied', 'stale')) AS seen
             """)[0].decode(Bool.self, "seen")
     }
 }

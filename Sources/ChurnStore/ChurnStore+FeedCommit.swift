@@ -13,6 +13,9 @@ public struct FeedCounts: Sendable, Equatable {
     /// Rows of `churnwatch.notifications` written (a notification recorded meanwhile by another
     /// process is not written twice).
     public var recorded = 0
+    /// Subscriptions another writer changed since the batch was decided (a run's poll beside
+    /// this sync): nothing about them was written; the caller decides their notifications again.
+    public var conflicted: Set<String> = []
 
     public init() {}
 }
@@ -26,16 +29,21 @@ extension ChurnStore {
     /// unique keys, a subscription is never overwritten by an older observation, notifications
     /// are keyed by their UUID).
     @discardableResult
-    public func feedCommit(runId: Int64?, asOf: Date, detectedAt: Date, _ batch: FeedBatch) async throws -> FeedCounts {
-        guard !batch.isEmpty else { return FeedCounts() }
-        let b = try PollBatch(batch.writes)
-        let quarantine = batch.quarantine.reduce(into: QuarantineColumns()) { $0.append($1.originalTransactionId, $1.payload) }
+    public func feedCommit(runId: Int64?, asOf: Date, detectedAt: Date, _ decided: FeedBatch) async throws -> FeedCounts {
+        guard !decided.isEmpty else { return FeedCounts() }
+        let all = try PollBatch(decided.writes)
+        let quarantine = decided.quarantine.reduce(into: QuarantineColumns()) { $0.append($1.originalTransactionId, $1.payload) }
         return try await pool.withTransaction { db in
             var counts = FeedCounts()
-            counts.registered = try Self.subscriptionsRegister(db, batch.register)
-            counts.applied = try Self.subscriptionsWritePolled(db, b.subscriptions, ids: b.polledIds,
-                                                               environments: b.polledEnvironments, detectedAt: detectedAt, polled: false,
-                                                               established: batch.established)
+            counts.registered = try Self.subscriptionsRegister(db, decided.register)
+            let (written, conflicted) = try Self.subscriptionsWritePolled(
+                db, all.subscriptions, ids: all.polledIds, environments: all.polledEnvironments, detectedAt: detectedAt, polled: false,
+                established: decided.established)
+            counts.applied = written - conflicted.count
+            counts.conflicted = conflicted
+            // The rare conflict: the batch again without those subscriptions.
+            let batch = decided.without(conflicted)
+            let b = conflicted.isEmpty ? all : try PollBatch(batch.writes)
             (counts.events, counts.obsoleted, counts.enqueued) = try Self.observationsWrite(db, b, runId: runId, asOf: asOf,
                                                                                            detectedAt: detectedAt)
             counts.quarantined = try Self.quarantineInsert(db, quarantine, runId: runId)

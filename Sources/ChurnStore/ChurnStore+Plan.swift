@@ -24,8 +24,7 @@ extension ChurnStore {
         let retryFrom = asOf.addingTimeInterval(-(w.billingRetryLimit + w.lapsed))
         let recent = asOf.addingTimeInterval(-w.minInterval)
         let notRecent: PostgresQuery = "(last_success_at IS NULL OR last_success_at < \(recent))"
-        if w.feedDriven { return feedDueRules(asOf: asOf, windows: w) }
-        return [
+        let windowRules: [(reason: DueReason, condition: PostgresQuery)] = [
             (.new, "last_success_at IS NULL AND (last_polled_at IS NULL OR last_polled_at < \(recent) OR last_outcome = 'failed')"),
             (.failed, "last_outcome = 'failed'"),
             (.billingTrouble, "state IN ('billing_retry', 'grace_period') AND expires_at >= \(retryFrom) AND \(notRecent)"),
@@ -37,6 +36,22 @@ extension ChurnStore {
             (.periodStart, "period_start BETWEEN \(startFrom) AND \(asOf) AND \(notRecent)"),
             (.stale, "last_success_at < \(staleBefore)"),
         ]
+        guard w.feedDriven else { return windowRules }
+        let feedRules = feedDueRules(asOf: asOf, windows: w)
+        if w.feedEnvironments.isSuperset(of: ["Production", "Sandbox"]) { return feedRules }
+        // Some environments' feeds are live, not all: each subscription by its environment's
+        // rules (new, failed and stale are the same in both).
+        let inFeed: PostgresQuery = "coalesce(environment, \(w.configuredEnvironment)) = ANY(\(w.feedEnvironments.sorted())::text[])"
+        return DueReason.allCases.compactMap { reason in
+            let byFeed = feedRules.first { $0.reason == reason }?.condition
+            let byWindows = windowRules.first { $0.reason == reason }?.condition
+            switch (byFeed, byWindows) {
+            case (let f?, _?): return (reason, f)
+            case (let f?, nil): return (reason, "\(inFeed) AND (\(f))")
+            case (nil, let c?): return (reason, "NOT \(inFeed) AND (\(c))")
+            case (nil, nil): return nil
+            }
+        }
     }
 
     /// The reasons a plan by the change feed has, in priority order.
@@ -47,13 +62,13 @@ extension ChurnStore {
     /// places where the feed is silent and should not be: a stored period that ended (more than
     /// `feedLag` ago) with no renewal or expiry since, however long ago (a state the first sync
     /// took from an old notification is checked once), and billing trouble with no news for
-    /// `lapsed` or a grace period that ended unnotified. A subscription the feed keeps current
+    /// `billingNoNewsAfter` (every night) or a grace period that ended unnotified. A subscription the feed keeps current
     /// is not polled for its dates; `minInterval` keeps a contradiction Apple keeps answering
     /// (a lagging status) to one poll a night.
     static func feedDueRules(asOf: Date, windows w: PlanWindows) -> [(reason: DueReason, condition: PostgresQuery)] {
         let staleBefore = asOf.addingTimeInterval(-w.staleAfter)
         let ended = asOf.addingTimeInterval(-w.feedLag)
-        let noNewsSince = asOf.addingTimeInterval(-w.lapsed)
+        let noNewsSince = asOf.addingTimeInterval(-w.billingNoNewsAfter)
         let recent = asOf.addingTimeInterval(-w.minInterval)
         // Polled, not merely told: a state the feed wrote counts as no poll.
         let notPolled: PostgresQuery = "(last_polled_at IS NULL OR last_polled_at < \(recent))"

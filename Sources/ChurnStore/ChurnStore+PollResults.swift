@@ -10,6 +10,10 @@ public struct BatchCounts: Sendable, Equatable {
     public var enqueued = 0
     public var obsoleted = 0
     public var quarantined = 0
+    /// Polled subscriptions another writer changed between the claim and this commit (a change
+    /// feed sync beside the run): nothing of theirs was written, and their items went back to
+    /// pending, to be polled again from the state that writer left.
+    public var conflicted: [String] = []
 }
 
 extension ChurnStore {
@@ -22,19 +26,36 @@ extension ChurnStore {
     public func pollResultsCommit(runId: Int64, asOf: Date, detectedAt: Date, _ writes: [PollWrite]) async throws -> BatchCounts {
         guard !writes.isEmpty else { return BatchCounts() }
         // Everything is turned into column arrays before the transaction starts.
-        let b = try PollBatch(writes)
+        let all = try PollBatch(writes)
         return try await pool.withTransaction { db in
             var counts = BatchCounts()
-            try Self.adoptLearnedIds(db, placeholders: b.renamedFrom, learned: b.renamedTo)
-            counts.polled = try Self.subscriptionsWritePolled(db, b.subscriptions, ids: b.polledIds,
-                                                              environments: b.polledEnvironments, detectedAt: detectedAt)
+            try Self.adoptLearnedIds(db, placeholders: all.renamedFrom, learned: all.renamedTo)
+            let (written, conflicted) = try Self.subscriptionsWritePolled(db, all.subscriptions, ids: all.polledIds,
+                                                                          environments: all.polledEnvironments, detectedAt: detectedAt)
+            // The rare conflict: the batch again without those subscriptions, whose items are polled again.
+            let b = conflicted.isEmpty ? all : try PollBatch(writes.filter { !conflicted.contains($0.subscriptionItem.originalTransactionId) })
+            let retried = writes.filter { conflicted.contains($0.subscriptionItem.originalTransactionId) }.map(\.item.originalTransactionId)
+            counts.polled = written - conflicted.count
+            counts.conflicted = retried
             counts.failed = try Self.subscriptionsWriteFailed(db, ids: b.failedIds, reasons: b.failedReasons, detectedAt: detectedAt)
             (counts.events, counts.obsoleted, counts.enqueued) = try Self.observationsWrite(db, b, runId: runId, asOf: asOf,
                                                                                            detectedAt: detectedAt)
             counts.quarantined = try Self.quarantineInsert(db, b.quarantine, runId: runId)
             try Self.runItemsFinish(db, b, runId: runId)
+            try Self.runItemsRetry(db, runId: runId, ids: retried)
             return counts
         }
+    }
+
+    /// Items whose poll lost a race with another writer go back to pending (without counting
+    /// the claim as an attempt): they are claimed and polled again.
+    static func runItemsRetry(_ db: PostgresConnection, runId: Int64, ids: [String]) throws {
+        guard !ids.isEmpty else { return }
+        try db.execute("""
+            UPDATE churnwatch.run_items SET status = 'pending', claimed_by = NULL, lease_until = NULL,
+                attempts = greatest(attempts - 1, 0)
+            WHERE run_id = \(runId) AND original_transaction_id = ANY(\(ids)::text[]) AND status = 'claimed'
+            """)
     }
 }
 
@@ -97,7 +118,7 @@ struct PollBatch {
                 failedReasons.append(reason)
             }
         }
-        for (p, item) in fresh { try subscriptions.append(p, item.originalTransactionId, encoder) }
+        for (p, item) in fresh { try subscriptions.append(p, item, encoder) }
         for (p, item) in fresh {
             for tx in p.transactions { transactions.append(tx) }
             for event in p.events { events.append(item.originalTransactionId, event) }

@@ -6,22 +6,24 @@ import Postgres
 /// and each over a whole batch, run inside its transaction. Each does nothing for empty columns.
 extension ChurnStore {
     /// One row version per polled subscription: the verified state and the polling bookkeeping in
-    /// one UPDATE (rows whose stored state is newer, or that were answered stale, get the
-    /// bookkeeping only). `ids` and `environments` are every polled subscription; `sc` the fresh
-    /// ones. Returns how many subscriptions were written.
+    /// one UPDATE (rows answered stale get the bookkeeping only). `ids` and `environments` are
+    /// every polled subscription; `sc` the fresh ones, each written only where the row still
+    /// holds the state version it was decided from. Returns how many subscriptions were written,
+    /// and the fresh ones whose row another writer changed meanwhile (`conflicted`: their
+    /// observations must not be written; the caller decides them again).
     static func subscriptionsWritePolled(_ db: PostgresConnection, _ sc: SubscriptionColumns, ids: [String],
                                          environments: [String], detectedAt: Date, polled: Bool = true,
-                                         established: [String] = []) throws -> Int {
-        guard !ids.isEmpty else { return 0 }
+                                         established: [String] = []) throws -> (written: Int, conflicted: Set<String>) {
+        guard !ids.isEmpty else { return (0, []) }
         // The change feed's observations count as a verified answer but not as a poll:
         // last_polled_at stays the poller's, and so does established_at but where the first
         // sync establishes a state (`established`); a poll clears it.
         let polledAt: PostgresQuery = polled ? "\(detectedAt)" : "s.last_polled_at"
         let establishedAt: PostgresQuery = polled ? "NULL"
             : "CASE WHEN s.original_transaction_id = ANY(\(established)::text[]) THEN \(detectedAt) ELSE s.established_at END"
-        return try db.query("""
+        let rows = try db.query("""
             WITH fresh AS (
-                UPDATE churnwatch.subscriptions AS s SET
+                UPDATE churnwatch.subscriptions AS s SET state_version = s.state_version + 1,
                     product_id = u.product_id, subscription_group_id = u.group_id, state = u.state,
                     apple_status = u.apple_status, period_start = u.period_start, expires_at = u.expires_at,
                     auto_renew = u.auto_renew, auto_renew_product_id = u.auto_renew_product_id,
@@ -39,12 +41,13 @@ extension ChurnStore {
                             \(sc.graces)::timestamptz[], \(sc.intents)::int[], \(sc.priceIncreases)::int[],
                             \(sc.revocationDates)::timestamptz[], \(sc.revocationReasons)::int[], \(sc.offerTypes)::int[],
                             \(sc.latestTransactions)::text[], \(sc.signedDates)::timestamptz[], \(sc.snapshots)::jsonb[],
-                            \(sc.historyRevisions)::text[], \(sc.receiptLatests)::text[], \(sc.environments)::text[])
+                            \(sc.historyRevisions)::text[], \(sc.receiptLatests)::text[], \(sc.environments)::text[],
+                            \(sc.baseVersions)::bigint[])
                      AS u(id, product_id, group_id, state, apple_status, period_start, expires_at, auto_renew,
                           auto_renew_product_id, in_billing_retry, grace, intent, price_increase, revocation_date,
                           revocation_reason, offer_type, latest_tx, signed_date, snapshot, history_revision, receipt_latest,
-                          environment)
-                WHERE s.original_transaction_id = u.id
+                          environment, base_version)
+                WHERE s.original_transaction_id = u.id AND s.state_version = u.base_version
                   AND (s.signed_date IS NULL OR u.signed_date IS NULL OR s.signed_date <= u.signed_date)
                 RETURNING s.original_transaction_id
             ), rest AS (
@@ -56,8 +59,12 @@ extension ChurnStore {
                   AND NOT EXISTS (SELECT 1 FROM fresh f WHERE f.original_transaction_id = u.id)
                 RETURNING 1
             )
-            SELECT (SELECT count(*) FROM fresh) + (SELECT count(*) FROM rest) AS n
-            """)[0].decode(Int.self, "n")
+            SELECT (SELECT count(*) FROM fresh) + (SELECT count(*) FROM rest) AS n,
+                   (SELECT coalesce(array_agg(c.id), '{}') FROM unnest(\(sc.ids)::text[]) AS c(id)
+                    WHERE EXISTS (SELECT 1 FROM churnwatch.subscriptions s WHERE s.original_transaction_id = c.id)
+                      AND NOT EXISTS (SELECT 1 FROM fresh f WHERE f.original_transaction_id = c.id)) AS conflicted
+            """)
+        return (try rows[0].decode(Int.self, "n"), Set(try rows[0].decode([String].self, "conflicted")))
     }
 
     /// Failed polls: the subscription keeps its state and records the failure. Returns how many.

@@ -86,12 +86,26 @@ public struct FeedBatch: Sendable {
     public var register: [(id: String, environment: String, appAccountToken: UUID?)] = []
     /// Inbox rows handled by this batch, with what became of each.
     public var inbox: [(id: Int64, outcome: NotificationOutcome)] = []
+    /// The subscription each of those inbox rows is about, where it is about one.
+    public var inboxSubscription: [Int64: String] = [:]
     /// Payloads that failed verification.
     public var quarantine: [(originalTransactionId: String?, payload: QuarantinedPayload)] = []
 
     public init() {}
 
     public var isEmpty: Bool { writes.isEmpty && records.isEmpty && inbox.isEmpty && quarantine.isEmpty }
+
+    /// This batch without anything about `subscriptions` (their observations, notification rows
+    /// and inbox rows): what is left to commit when another writer changed them meanwhile.
+    public func without(_ subscriptions: Set<String>) -> FeedBatch {
+        guard !subscriptions.isEmpty else { return self }
+        var b = self
+        b.writes.removeAll { subscriptions.contains($0.item.originalTransactionId) }
+        b.established.removeAll { subscriptions.contains($0) }
+        b.records.removeAll { $0.originalTransactionId.map(subscriptions.contains) ?? false }
+        b.inbox.removeAll { b.inboxSubscription[$0.id].map(subscriptions.contains) ?? false }
+        return b
+    }
 }
 
 /// The feed as `status`, `plan` and the metrics file show it.

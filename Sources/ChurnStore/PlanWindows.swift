@@ -16,13 +16,22 @@ public struct PlanWindows: Sendable, Equatable, Codable {
     /// (so a second run on the same night spends nothing). New, failed, billing trouble and
     /// at-risk subscriptions are not held back by it beyond this.
     public var minInterval: TimeInterval = 12 * 3600
-    /// The change feed is live (a sync read Apple's notification history up to the run, and
-    /// the database has seen notifications): the date windows give way to the feed's safety
-    /// net (``DueReason/periodEndUnnotified``, ``DueReason/billingNoNews``). Set by the run, not a flag.
-    public var feedDriven = false
+    /// The environments (`Production`, `Sandbox`) whose change feed is live (a sync read that
+    /// environment's notification history up to the run, and the database has seen its
+    /// notifications): for their subscriptions the date windows give way to the feed's safety
+    /// net (``DueReason/periodEndUnnotified``, ``DueReason/billingNoNews``); the others are
+    /// planned by the windows. Set by the run, not a flag.
+    public var feedEnvironments: Set<String> = []
+    /// The environment of a subscription registered without one (APPSTORE_ENVIRONMENT).
+    public var configuredEnvironment = "Production"
+    /// Some subscriptions are planned by the change feed.
+    public var feedDriven: Bool { !feedEnvironments.isEmpty }
     /// With the feed: a period that ended less than this ago is not yet suspicious (Apple files
     /// some notifications late).
     public var feedLag: TimeInterval = 3600
+    /// With the feed: billing trouble with no news for this long is polled, so every night while
+    /// it lasts (a recovery or an expiry Apple did not notify is seen by the next morning).
+    public var billingNoNewsAfter: TimeInterval = 12 * 3600
 
     public init() {}
 
@@ -87,7 +96,7 @@ public enum DueReason: String, Sendable, CaseIterable, Codable {
     case new
     case failed
     case billingTrouble = "billing_trouble"
-    /// With the feed: billing trouble the feed has said nothing about for `lapsed`, or a grace
+    /// With the feed: billing trouble the feed has said nothing about for `billingNoNewsAfter` (12 h), or a grace
     /// period that ended with no notification.
     case billingNoNews = "billing_no_news"
     case atRisk = "at_risk"

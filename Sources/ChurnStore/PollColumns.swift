@@ -11,10 +11,13 @@ struct SubscriptionColumns {
     var priceIncreases: [Int32?] = [], revocationDates: [Date?] = [], revocationReasons: [Int32?] = [], offerTypes: [Int32?] = []
     var latestTransactions: [String] = [], signedDates: [Date?] = [], snapshots: [PostgresJSON] = []
     var historyRevisions: [String?] = [], receiptLatests: [String?] = [], environments: [String] = []
+    /// The state version each write was decided from (``ClaimedItem/stateVersion``).
+    var baseVersions: [Int64] = []
 
-    mutating func append(_ p: PollWrite.Polled, _ id: String, _ encoder: JSONEncoder) throws {
+    mutating func append(_ p: PollWrite.Polled, _ item: ClaimedItem, _ encoder: JSONEncoder) throws {
         let s = p.snapshot
-        ids.append(id)
+        ids.append(item.originalTransactionId)
+        baseVersions.append(item.stateVersion)
         productIds.append(s.productId)
         groupIds.append(s.subscriptionGroupIdentifier)
         states.append(s.state == .unknown ? nil : s.state.rawValue)

@@ -99,46 +99,58 @@ public struct FeedApplier: Sendable {
         }
         var batches = [first]
         for otid in bySubscription.keys.sorted() {
-            var list = bySubscription[otid]!.sorted { ($0.0.signedDate, $0.2.uuidString) < ($1.0.signedDate, $1.2.uuidString) }
+            let list = bySubscription[otid]!.sorted { ($0.0.signedDate, $0.2.uuidString) < ($1.0.signedDate, $1.2.uuidString) }
             var item = stored[otid] ?? .unregistered(otid, environment: list[0].0.environment.rawValue,
                                                      appAccountToken: list[0].0.transaction?.appAccountTokenUUID)
             if stored[otid] == nil {
                 batches[0].register.append((otid, list[0].0.environment.rawValue, item.appAccountToken))
             }
-            // Established, not compared: no events (the win-back decision still sees the state
-            // it replaces, so an entry an earlier page created is made obsolete when it should).
+            // Established, not compared: the newest notification's state, no events, no win-back
+            // (what the state calls for now is enqueued once the first sync has read its window
+            // through: ``establishedWinback(_:now:)``). Every notification's transaction is kept,
+            // so where a batch ends (a sync cut short and resumed) changes nothing in the end.
             let quiet = establishOnly && (stored[otid] == nil || neverPolled.contains(otid))
             if quiet {
+                var earlier: [TransactionRecord] = []
                 for (v, input, uuid) in list.dropLast() {
-                    batches[0].record(v, uuid, input, outcome: .stale, reason: "older than another notification of the first sync")
+                    earlier += Self.transactionRecord(v).map { [$0] } ?? []
+                    batches[0].record(v, uuid, input, outcome: .applied, reason: "established by the first sync")
                 }
-                list = [list.last!]
+                let (v, input, uuid) = list.last!
+                observe(v, uuid, input, item: &item, quiet: now, earlier: earlier, into: &batches[0])
+                continue
             }
             for (k, (v, input, uuid)) in list.enumerated() {
                 if k == batches.count { batches.append(FeedBatch()) }
-                observe(v, uuid, input, item: &item, quiet: quiet ? now : nil, into: &batches[k])
+                observe(v, uuid, input, item: &item, quiet: nil, into: &batches[k])
             }
         }
         return Plan(batches: batches.filter { !$0.isEmpty }, duplicates: duplicates, quarantinedAgain: quarantinedAgain)
     }
 
+    /// The notification's transaction as a row of `churnwatch.transactions` (nil: it lacks ids or product).
+    static func transactionRecord(_ v: VerifiedNotification) -> TransactionRecord? {
+        guard let tx = v.transaction, let facts = TransactionFacts(tx) else { return nil }
+        let signed = v.payload.data?.signedTransactionInfo.flatMap(SubscriptionPoller.signedPayload)
+        return TransactionRecord(facts: facts, payload: signed ?? SubscriptionPoller.json(tx))
+    }
+
     /// One notification as an observation of `item`, which becomes the state it leaves.
-    /// `quiet`: establish the state as of this moment, without events (the first sync).
+    /// `quiet`: establish the state as of this moment, without events or win-back entries (the
+    /// first sync); `earlier`: the transactions of the notifications it stands for.
     private func observe(_ v: VerifiedNotification, _ uuid: UUID, _ input: FeedInput, item: inout ClaimedItem, quiet: Date?,
-                         into batch: inout FeedBatch) {
-        guard let tx = v.transaction, let facts = TransactionFacts(tx) else {
+                         earlier: [TransactionRecord] = [], into batch: inout FeedBatch) {
+        guard let record = Self.transactionRecord(v) else {
             batch.record(v, uuid, input, outcome: .ignored, reason: "its transaction lacks ids or product")
             return
         }
+        let facts = record.facts
         let at = v.signedDate.date
         let renewal = v.renewalInfo.flatMap { RenewalFacts($0, originalTransactionId: item.originalTransactionId) }
         let snapshot = SubscriptionSnapshot(status: v.payload.data?.rawStatus.map(Int.init), transaction: facts, renewal: renewal,
                                             history: nil, asOf: at)
-        var records: [TransactionRecord] = []
-        if !SubscriptionPoller.storedUnchanged(facts, in: item.snapshot) {
-            let signed = v.payload.data?.signedTransactionInfo.flatMap(SubscriptionPoller.signedPayload)
-            records.append(TransactionRecord(facts: facts, payload: signed ?? SubscriptionPoller.json(tx)))
-        }
+        var records = earlier
+        if quiet != nil || !SubscriptionPoller.storedUnchanged(facts, in: item.snapshot) { records.append(record) }
         var write = SubscriptionPoller.decide(item, snapshot: snapshot, environment: v.environment.rawValue, revision: nil,
                                               receiptLatest: nil, records: records, asOf: quiet.map { max($0, at) } ?? at, policy: policy)
         guard case .polled(var polled) = write.outcome, !polled.stale else {
@@ -147,14 +159,32 @@ public struct FeedApplier: Sendable {
         }
         if quiet != nil {
             polled.events = []
+            polled.winback = WinbackDecision()
             write.outcome = .polled(polled)
             batch.established.append(item.originalTransactionId)
+        } else {
+            polled.events = NotifiedChange.completing(polled.events, named: NotifiedChange.event(notificationType: v.notificationType, subtype: v.subtype),
+                                                      previous: item.snapshot, current: polled.snapshot, signedDate: at)
+            if let since = item.establishedAt { polled.events.removeAll { $0.occurredAt <= since } }
+            write.outcome = .polled(polled)
         }
         batch.writes.append(write)
         batch.record(v, uuid, input, outcome: .applied)
         item.snapshot = polled.snapshot
         item.segment = polled.segment
         item.latestTransactionId = facts.transactionId
+        item.stateVersion += 1
+    }
+}
+
+extension FeedApplier {
+    /// The win-back entries that subscriptions established by a first sync call for at `now`,
+    /// as a first poll's would be (risk that exists tonight, not the past the history replayed).
+    public func establishedWinback(_ items: [ClaimedItem], now: Date) -> [(entry: WinbackEntry, item: ClaimedItem)] {
+        items.flatMap { item -> [(entry: WinbackEntry, item: ClaimedItem)] in
+            guard let snapshot = item.snapshot else { return [] }
+            return WinbackPlanner.decide(previous: nil, current: snapshot, asOf: now, policy: policy).entries.map { ($0, item) }
+        }
     }
 }
 
@@ -164,7 +194,10 @@ extension FeedBatch {
             uuid: uuid, type: v.notificationType, subtype: v.subtype, signedDate: v.signedDate.date,
             originalTransactionId: v.originalTransactionId, environment: v.environment.rawValue,
             source: input.source, outcome: outcome, reason: reason))
-        if let id = input.inboxId { inbox.append((id, outcome)) }
+        if let id = input.inboxId {
+            inbox.append((id, outcome))
+            inboxSubscription[id] = v.originalTransactionId
+        }
     }
 
     mutating func quarantine(_ input: FeedInput, reason: String) {

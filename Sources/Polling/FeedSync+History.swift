@@ -13,12 +13,20 @@ extension FeedSync {
     /// Apple failing (an outage, a refused key) ends the history part early with
     /// ``FeedSummary/failure`` set and the cursor where it was: the caller plans by the windows.
     public func sync(now: Date, runId: Int64? = nil) async throws -> FeedSummary {
-        var summary = try await syncHistory(now: now, runId: runId)
+        var summary = FeedSummary()
+        for environment in environments {
+            let part = try await syncHistory(environment, now: now, runId: runId)
+            summary.merge(part)
+            // A refused key or an untrusted server is the deployment's fault, not one history's:
+            // nothing more is read until it is fixed.
+            if let failure = part.failure, failure.failureClass == .unauthorized || failure.failureClass == .untrustedServer { break }
+        }
         summary.add(try await drainInbox(now: now, runId: runId))
         return summary
     }
 
-    func syncHistory(now: Date, runId: Int64?) async throws -> FeedSummary {
+    /// One environment's history, from its own cursor.
+    func syncHistory(_ environment: AppStoreEnvironment, now: Date, runId: Int64?) async throws -> FeedSummary {
         let env = environment.rawValue
         let state = try await store.feedStateRead(environment: env)
         var cursor = state.cursor
@@ -35,7 +43,7 @@ extension FeedSync {
         while true {
             let request = NotificationHistoryRequest(startDate: EpochMilliseconds(window.start), endDate: EpochMilliseconds(window.end))
             let page: NotificationHistoryPage
-            switch await client.notificationHistoryPage(request, paginationToken: window.paginationToken) {
+            switch await client.notificationHistoryPage(request, paginationToken: window.paginationToken, environment: environment) {
             case .success(let p): page = p
             case .badRequest(let code) where !restarted && window.paginationToken != nil
                 && (code == .invalidPaginationToken || code == .paginationTokenExpired):
@@ -47,13 +55,15 @@ extension FeedSync {
                 continue
             case let failed:
                 // What was read is committed, and the cursor follows it: the next sync resumes
-                // on the page that failed.
-                summary.add(try await flush(&pending, establishOnly: establishOnly, runId: runId, now: now))
+                // on the page that failed. (Where a batch ends changes nothing in the end state:
+                // FeedApplier establishes a first sync's subscriptions the same way in any cut.)
+                summary.add(try await flush(&pending, environment: environment, establishOnly: establishOnly, runId: runId, now: now))
                 if pendingRecords > 0 || cursor != state.cursor {
                     try await store.feedCursorWrite(environment: env, cursor: cursor, records: pendingRecords, finishedAt: nil)
                 }
                 let (reason, failureClass) = SubscriptionPoller.classify(failed)
-                summary.failure = FeedFailure(failureClass: failureClass, reason: reason)
+                let prefix = environment == self.environment ? "" : "\(env) history: "
+                summary.failure = FeedFailure(failureClass: failureClass, reason: prefix + reason)
                 return summary
             }
             summary.pages += 1
@@ -62,19 +72,39 @@ extension FeedSync {
             let next = NotificationFeedRules.advance(cursor, window: window, nextToken: page.paginationToken)
             // Committed in batches; the cursor follows each commit, never ahead of it.
             if pending.count >= settings.batchSize || !page.hasMore {
-                summary.add(try await flush(&pending, establishOnly: establishOnly, runId: runId, now: now))
+                summary.add(try await flush(&pending, environment: environment, establishOnly: establishOnly, runId: runId, now: now))
+                if establishOnly, !page.hasMore {
+                    // Before the cursor says the first sync is done (a stop here repeats it).
+                    summary.enqueued += try await enqueueEstablished(environment, now: now, runId: runId)
+                }
                 try await store.feedCursorWrite(environment: env, cursor: next, records: pendingRecords, finishedAt: page.hasMore ? nil : now)
                 pendingRecords = 0
             }
             cursor = next
-            guard page.hasMore, let token = page.paginationToken else { return summary }
+            guard page.hasMore, let token = page.paginationToken else {
+                if summary.gap == nil { summary.readThrough.insert(environment) }
+                return summary
+            }
             window.paginationToken = token
         }
     }
 
-    private func flush(_ pending: inout [(payload: String, inboxId: Int64?)], establishOnly: Bool, runId: Int64?, now: Date) async throws -> FeedSummary {
+    /// The win-back entries of the subscriptions a first sync established, for the risk that
+    /// exists at `now`, page by page over the table. Idempotent (an entry's key is its episode).
+    func enqueueEstablished(_ environment: AppStoreEnvironment, now: Date, runId: Int64?) async throws -> Int {
+        var after = "", created = 0
+        while true {
+            let items = try await store.feedEstablished(environment: environment.rawValue, after: after, limit: settings.batchSize)
+            guard let last = items.last else { return created }
+            after = last.originalTransactionId
+            created += try await store.winbackEnqueue(applier.establishedWinback(items, now: now), runId: runId)
+        }
+    }
+
+    private func flush(_ pending: inout [(payload: String, inboxId: Int64?)], environment: AppStoreEnvironment, establishOnly: Bool,
+                       runId: Int64?, now: Date) async throws -> FeedSummary {
         guard !pending.isEmpty else { return FeedSummary() }
-        let inputs = await verify(pending, source: .history)
+        let inputs = await verify(pending, source: .history, environment: environment)
         pending.removeAll(keepingCapacity: true)
         return try await applyInLanes(inputs, establishOnly: establishOnly, runId: runId, now: now)
     }

@@ -26,6 +26,9 @@ public struct FeedSummary: Sendable, Equatable {
     /// Why the history sync stopped before its window's end (its cursor is kept: the next sync
     /// resumes there); nil when it read the window through.
     public var failure: FeedFailure?
+    /// The environments whose history was read through to the sync's moment with no gap: their
+    /// subscriptions may be planned by the feed.
+    public var readThrough: Set<AppStoreEnvironment> = []
 
     public init() {}
 
@@ -33,6 +36,15 @@ public struct FeedSummary: Sendable, Equatable {
         read += other.read; pages += other.pages; applied += other.applied; duplicates += other.duplicates
         stale += other.stale; quarantined += other.quarantined; ignored += other.ignored
         registered += other.registered; events += other.events; enqueued += other.enqueued
+    }
+
+    /// Another environment's history sync: its counts added, its gap and failure kept when this
+    /// one has none (the first environment's win), the environments read through joined.
+    public mutating func merge(_ other: FeedSummary) {
+        add(other)
+        gap = gap ?? other.gap
+        failure = failure ?? other.failure
+        readThrough.formUnion(other.readThrough)
     }
 }
 
@@ -82,9 +94,19 @@ public struct FeedSync: Sendable {
 
     var environment: AppStoreEnvironment { client.configuration.environment }
 
-    /// Verifies payloads (several at once) in the configured environment, in order.
-    func verify(_ payloads: [(payload: String, inboxId: Int64?)], source: NotificationSource) async -> [FeedInput] {
+    /// The histories a sync reads: the configured environment's and, in Production, Sandbox's
+    /// too. Apple keeps one history per environment, and a Production app has Sandbox
+    /// subscribers (TestFlight testers, App Review) whose notifications only the Sandbox
+    /// history holds; without it their changes waited for a poll by the safety net.
+    public var environments: [AppStoreEnvironment] { environment == .production ? [.production, .sandbox] : [environment] }
+
+    /// Verifies payloads (several at once), in order: in `environment` (a history's), or, for
+    /// notifications from a file or the inbox (nil), in the configured environment and, when the
+    /// payload says Sandbox in a Production deployment, in Sandbox (``environments``).
+    func verify(_ payloads: [(payload: String, inboxId: Int64?)], source: NotificationSource,
+                environment: AppStoreEnvironment? = nil) async -> [FeedInput] {
         let client = self.client
+        let alsoSandbox = environment == nil && environments.contains(.sandbox) && self.environment != .sandbox
         let lanes = max(1, ProcessInfo.processInfo.activeProcessorCount)
         let chunk = max(1, (payloads.count + lanes - 1) / lanes)
         return await withTaskGroup(of: (Int, [FeedInput]).self) { group in
@@ -95,7 +117,14 @@ public struct FeedSync: Sendable {
                     out.reserveCapacity(slice.count)
                     for (payload, inboxId) in slice {
                         do {
-                            let verified = try await client.verifyNotification(payload)
+                            let verified: VerifiedNotification
+                            do throws(JWSVerificationFailure) {
+                                verified = try await client.verifyNotification(payload, environment: environment)
+                            } catch {
+                                guard alsoSandbox, case .environmentMismatch(_, let actual) = error,
+                                      actual == AppStoreEnvironment.sandbox.rawValue else { throw error }
+                                verified = try await client.verifyNotification(payload, environment: .sandbox)
+                            }
                             out.append(FeedInput(signedPayload: payload, verdict: .verified(verified), source: source, inboxId: inboxId))
                         } catch {
                             out.append(FeedInput(signedPayload: payload, verdict: .rejected("\(error)"), source: source, inboxId: inboxId,
@@ -112,8 +141,10 @@ public struct FeedSync: Sendable {
     }
 
     /// Applies verified (or rejected) notifications: what is already known is a duplicate,
-    /// the rest is decided against the stored state and committed.
-    func apply(_ inputs: [FeedInput], establishOnly: Bool, runId: Int64?, now: Date) async throws -> FeedSummary {
+    /// the rest is decided against the stored state and committed. A subscription another
+    /// writer changed meanwhile (a run polling it) is decided again from what that writer left,
+    /// up to `round` 5 (a sixth conflict in a row is an error: the sync stops, resumable).
+    func apply(_ inputs: [FeedInput], establishOnly: Bool, runId: Int64?, now: Date, round: Int = 1) async throws -> FeedSummary {
         var summary = FeedSummary()
         summary.read = inputs.count
         guard !inputs.isEmpty else { return summary }
@@ -134,8 +165,12 @@ public struct FeedSync: Sendable {
                                 neverPolled: stored.neverPolled, establishOnly: establishOnly, now: now)
         summary.duplicates = plan.duplicates
         summary.quarantined = plan.quarantinedAgain
-        for batch in plan.batches {
+        var conflicted = Set<String>()
+        for decided in plan.batches {
+            // A later batch of a subscription that conflicted was decided from a state that never was.
+            let batch = decided.without(conflicted)
             let counts = try await store.feedCommit(runId: runId, asOf: now, detectedAt: now, batch)
+            conflicted.formUnion(counts.conflicted)
             summary.registered += counts.registered
             summary.events += counts.events
             summary.enqueued += counts.enqueued
@@ -149,7 +184,26 @@ public struct FeedSync: Sendable {
                 }
             }
         }
+        guard !conflicted.isEmpty else { return summary }
+        guard round < 5 else { throw FeedConflict(subscriptions: conflicted.count) }
+        logger.info("notifications of subscriptions another process wrote meanwhile, decided again",
+                    metadata: ["subscriptions": "\(conflicted.count)"])
+        let again = inputs.filter { input in
+            guard case .verified(let v) = input.verdict, let id = v.originalTransactionId else { return false }
+            return conflicted.contains(id)
+        }
+        var retried = try await apply(again, establishOnly: establishOnly, runId: runId, now: now, round: round + 1)
+        // What this call committed itself is no duplicate: the retry read only the conflicted.
+        retried.read = 0
+        retried.duplicates = 0
+        summary.add(retried)
         return summary
+    }
+
+    /// Five rounds in a row lost to another writer of the same subscriptions.
+    struct FeedConflict: Error, CustomStringConvertible {
+        var subscriptions: Int
+        var description: String { "\(subscriptions) subscriptions kept changing under the change feed's sync: run it again" }
     }
 
     /// Applies raw signed payloads (`notifications ingest`), batch after batch as `next` gives

@@ -7,18 +7,20 @@ extension RunEngine {
     /// What this process's sync of the change feed did before it planned (nil: no sync).
     public var feedSummary: FeedSummary? { state.withLock { $0.feed } }
 
-    /// The nightly owner's first step with the feed on: syncs Apple's notification history and
-    /// the inbox, then says whether planning may trust the feed: the sync read up to now with
-    /// no gap, and the database has seen notifications (an app without a notification URL has
-    /// an empty feed and is planned by the windows, exactly as without the feed).
+    /// The nightly owner's first step with the feed on: syncs Apple's notification histories
+    /// (``FeedSync/environments``) and the inbox, then says for which environments planning may
+    /// trust the feed: the sync read that environment's history up to now with no gap, and the
+    /// database has seen its notifications (an app without a notification URL has an empty
+    /// feed and is planned by the windows, exactly as without the feed).
     ///
-    /// The feed's failures never fail the run: Apple not answering the history, or another
-    /// process syncing right now, leaves tonight to the windows. A PostgreSQL restart is ridden
-    /// out like one mid-run (the sync is safe to repeat).
-    func syncFeed(_ feed: FeedSync, locks: RunLocks) async throws -> Bool {
-        guard try await locks.take(ChurnStore.feedLockKey, name: "feed") else {
-            logger.notice("another process is syncing the change feed: planning by the windows tonight")
-            return false
+    /// The feed's failures never fail the run: Apple not answering a history leaves that
+    /// environment's subscriptions to the windows tonight. Another process syncing right now
+    /// is waited for (a sync takes seconds; planning without it would poll by the windows while
+    /// it applies). A PostgreSQL restart is ridden out like one mid-run (the sync is safe to repeat).
+    func syncFeed(_ feed: FeedSync, locks: RunLocks) async throws -> Set<String> {
+        guard try await takeFeedLock(locks) else {
+            logger.notice("another process is still syncing the change feed: planning by the windows tonight")
+            return []
         }
         let asOf = options.asOf
         let summary = try await persist("feed sync") { try await feed.sync(now: asOf) }
@@ -35,14 +37,30 @@ extension RunEngine {
         if let gap = summary.gap { metadata["gap"] = "\(gap.lowerBound.ISO8601Format())..\(gap.upperBound.ISO8601Format())" }
         if let failure = summary.failure {
             metadata["error"] = "\(failure)"
-            logger.warning("the change feed stopped early: planning by the windows tonight (the next sync resumes)", metadata: metadata)
-            return false
+            logger.warning("the change feed stopped early: planning by the windows tonight where it did (the next sync resumes)",
+                           metadata: metadata)
+        } else {
+            logger.info("synced the change feed", metadata: metadata)
         }
-        logger.info("synced the change feed", metadata: metadata)
         if summary.gap != nil {
             logger.warning("the change feed has a gap (the cursor is older than Apple's history): planning by the windows tonight")
-            return false
         }
-        return try await persist("feed check") { try await self.store.notificationsSeen() }
+        var live = Set<String>()
+        for environment in summary.readThrough.map(\.rawValue) {
+            if try await persist("feed check", { try await self.store.notificationsSeen(environment: environment) }) {
+                live.insert(environment)
+            }
+        }
+        return live
+    }
+
+    /// The feed's lock, waiting up to `RunOptions.feedLockWait` for a sync that holds it.
+    private func takeFeedLock(_ locks: RunLocks) async throws -> Bool {
+        let deadline = clock.now().addingTimeInterval(options.feedLockWait)
+        while true {
+            if try await locks.take(ChurnStore.feedLockKey, name: "feed") { return true }
+            guard clock.now() < deadline else { return false }
+            try await clock.sleep(until: min(deadline, clock.now().addingTimeInterval(0.25)))
+        }
     }
 }

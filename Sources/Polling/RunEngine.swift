@@ -39,6 +39,9 @@ public struct RunOptions: Sendable {
     /// The change feed (`CHURNWATCH_NOTIFICATIONS=on`): the nightly run syncs it before it
     /// plans, and plans by it while it is live. nil: the windows alone.
     public var feed: FeedSync?
+    /// How long the nightly run waits for a sync another process holds (`notifications sync`
+    /// from cron) before planning by the windows without it.
+    public var feedLockWait: TimeInterval = 120
 
     public var kind: RunRecord.Kind { backfill == nil ? .nightly : .backfill }
 

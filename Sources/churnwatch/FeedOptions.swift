@@ -62,6 +62,11 @@ enum FeedStatusText {
         env["APPSTORE_ENVIRONMENT"]?.trimmingCharacters(in: .whitespaces).lowercased() == "sandbox" ? "Sandbox" : "Production"
     }
 
+    /// The environments whose histories a sync reads (``FeedSync/environments``): in Production, Sandbox's too.
+    static func environments(_ env: [String: String] = ProcessInfo.processInfo.environment) -> [String] {
+        environment(env) == "Production" ? ["Production", "Sandbox"] : ["Sandbox"]
+    }
+
     /// One line: the cursor and its age, the last sync, the last 24 hours, the inbox.
     static func line(_ f: FeedStatus, asOf: Date) -> String {
         guard let until = f.state.cursor.syncedUntil else {

@@ -126,9 +126,15 @@ struct NotificationsIngestCommand: AsyncParsableCommand {
             let context = try await FeedContext.open(global: global, apple: apple, options: feedOptions, asOf: now, logger: logger)
             var reader = LineReader(handle)
             let batchSize = context.feed.settings.batchSize
+            var first = true
             let summary = try await context.feed.ingest(now: now) { () throws -> [String]? in
                 var lines: [String] = []
-                while lines.count < batchSize, let line = try reader.next() {
+                while lines.count < batchSize, var line = try reader.next() {
+                    if first {
+                        // A UTF-8 byte order mark (as some editors and Windows tools write) is no part of the payload.
+                        first = false
+                        line = NotificationLine.droppingByteOrderMark(line)
+                    }
                     if let payload = NotificationLine.payload(line) { lines.append(payload) }
                 }
                 return lines.isEmpty ? nil : lines
@@ -161,6 +167,11 @@ enum NotificationLine {
     }
 
     static func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x09 || b == 0x0D || b == 0x0A }
+
+    /// The first line without a leading UTF-8 byte order mark (EF BB BF), as `import` reads it.
+    static func droppingByteOrderMark(_ line: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        line.starts(with: [0xEF, 0xBB, 0xBF]) ? line.dropFirst(3) : line
+    }
 
     /// `{"signedPayload":"<JWS>"}` with nothing else (spaces aside), read without a JSON
     /// decoder: a JWS is base64url and dots, which JSON never escapes. nil: any other shape.

@@ -35,10 +35,12 @@ struct PlanCommand: AsyncParsableCommand {
             let store = ChurnStore.open(url)
             try await store.schemaCheck(migrations: BuildMigrations.names())
             if feedOn {
-                let feed = try await store.feedStatus(environment: FeedStatusText.environment(env), asOf: asOf)
-                // As the run would plan after a sync that reads the feed through.
-                w.feedDriven = feed.hasNotifications && feed.state.cursor.syncedUntil != nil
-                print(FeedStatusText.line(feed, asOf: asOf))
+                for environment in FeedStatusText.environments(env) {
+                    let feed = try await store.feedStatus(environment: environment, asOf: asOf)
+                    // As the run would plan after a sync that reads the feed through.
+                    if feed.hasNotifications && feed.state.cursor.syncedUntil != nil { w.feedEnvironments.insert(environment) }
+                    print((environment == w.configuredEnvironment ? "" : "\(environment) ") + FeedStatusText.line(feed, asOf: asOf))
+                }
             }
             let counts = try await store.planCounts(asOf: asOf, windows: w)
             print("plan as of \(asOf.ISO8601Format()) (start window \(formatWindow(w.start)), end window \(formatWindow(w.end)), lapsed window \(formatWindow(w.lapsed)), stale after \(formatWindow(w.staleAfter)))")
@@ -47,7 +49,9 @@ struct PlanCommand: AsyncParsableCommand {
                       + "feed-driven reasons are where it is silent and should not be, the rest as without it")
             }
             print("reason             subscriptions")
-            for reason in DueReason.allCases where w.feedDriven ? ChurnStore.feedReasons.contains(reason) : !reason.feedDriven {
+            let everywhere = w.feedEnvironments.isSuperset(of: FeedStatusText.environments(env))
+            for reason in DueReason.allCases where !w.feedDriven ? !reason.feedDriven
+                : everywhere ? ChurnStore.feedReasons.contains(reason) : true {
                 let n = counts.byReason[reason] ?? 0
                 print("\(reason.rawValue.padding(toLength: 18, withPad: " ", startingAt: 0)) \(String(n).leftPad(13))")
             }

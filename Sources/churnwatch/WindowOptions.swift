@@ -37,6 +37,7 @@ struct WindowOptions: ParsableArguments {
         if let d = try duration("--end-window", "CHURNWATCH_END_WINDOW", endWindow) { w.end = d }
         if let d = try duration("--lapsed-window", "CHURNWATCH_LAPSED_WINDOW", lapsedWindow) { w.lapsed = d }
         if let d = try duration("--stale-after", "CHURNWATCH_STALE_AFTER", staleAfter) { w.staleAfter = d }
+        w.configuredEnvironment = FeedStatusText.environment(env)
         return w
     }
 

@@ -61,7 +61,8 @@ struct FeedStoreTests {
             #expect(try row.decode(Date?.self, "last_polled_at") == nil, "an observation from the feed is not a poll")
             #expect(try row.decode(Date?.self, "last_success_at") == Self.t0)
             #expect(try await store.notificationsKnown([try #require(Self.record(1, "1", .applied).uuid), UUID()]).uuids.count == 1)
-            #expect(try await store.notificationsSeen())
+            #expect(try await store.notificationsSeen(environment: "Production"))
+            #expect(try await store.notificationsSeen(environment: "Sandbox") == false, "each environment's feed on its own")
             let loaded = try await store.feedSubscriptions(["1", "absent"])
             #expect(loaded.items.keys.sorted() == ["1"] && loaded.neverPolled == ["1"])
         }
@@ -85,31 +86,38 @@ struct FeedStoreTests {
         }
     }
 
-    @Test("planning by the feed: an ended period nobody notified and billing trouble without news are due; a subscription the feed keeps current is not")
+    @Test("planning by the feed: an ended period nobody notified and billing trouble without news for 12 h are due; a subscription the feed keeps current is not; an environment whose feed is not live is planned by the windows")
     func feedDueRules() async throws {
         try await FreshDatabase.with { fresh in
             let db = try WinbackQueueTests.migrated(fresh)
             let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
-            let asOf = Self.t0, old = Self.t0 - 20 * Self.day, recentNews = Self.t0 - Self.day
-            let rows: [(String, String, Date, Date)] = [
-                ("ended-unnotified", "active", Self.t0 - 2 * Self.day, recentNews),   // due: period_end_unnotified
-                ("ends-soon", "active", Self.t0 + Self.day, recentNews),              // a window's, not the feed's
-                ("retry-quiet", "billing_retry", Self.t0 - 5 * Self.day, old),       // due: billing_no_news
-                ("retry-news", "billing_retry", Self.t0 - 5 * Self.day, recentNews), // the feed spoke lately
+            let asOf = Self.t0, old = Self.t0 - 20 * Self.day, recentNews = Self.t0 - 6 * 3600, lastNight = Self.t0 - Self.day
+            let rows: [(String, String, Date, Date, String?)] = [
+                ("ended-unnotified", "active", Self.t0 - 2 * Self.day, recentNews, nil),   // due: period_end_unnotified
+                ("ends-soon", "active", Self.t0 + Self.day, recentNews, nil),              // a window's, not the feed's
+                ("retry-quiet", "billing_retry", Self.t0 - 5 * Self.day, old, nil),       // due: billing_no_news
+                ("retry-last-night", "billing_retry", Self.t0 - 5 * Self.day, lastNight, "Production"), // due: every night
+                ("retry-news", "billing_retry", Self.t0 - 5 * Self.day, recentNews, nil), // the feed spoke lately
+                ("sandbox-ends-soon", "active", Self.t0 + Self.day, recentNews, "Sandbox"), // the windows' while Sandbox's feed is not live
             ]
-            for (id, state, expires, signed) in rows {
+            for (id, state, expires, signed, environment) in rows {
                 try db.execute("""
                     INSERT INTO churnwatch.subscriptions (original_transaction_id, state, expires_at, period_start, signed_date,
-                                                          last_success_at, last_polled_at, last_outcome, auto_renew, product_id, auto_renew_product_id)
-                    VALUES (\(id), \(state), \(expires), \(expires - 30 * Self.day), \(signed), \(old), \(old), 'ok', true, 'p', 'p')
+                                                          last_success_at, last_polled_at, last_outcome, auto_renew, product_id,
+                                                          auto_renew_product_id, environment)
+                    VALUES (\(id), \(state), \(expires), \(expires - 30 * Self.day), \(signed), \(old), \(old), 'ok', true, 'p', 'p',
+                            \(environment))
                     """)
             }
             var w = PlanWindows()
-            w.feedDriven = true
+            w.feedEnvironments = ["Production", "Sandbox"]
             let byFeed = try await store.planCounts(asOf: asOf, windows: w)
-            #expect(byFeed.byReason == [.periodEndUnnotified: 1, .billingNoNews: 1])
+            #expect(byFeed.byReason == [.periodEndUnnotified: 1, .billingNoNews: 2])
+            w.feedEnvironments = ["Production"]
+            let mixed = try await store.planCounts(asOf: asOf, windows: w)
+            #expect(mixed.byReason == [.periodEndUnnotified: 1, .billingNoNews: 2, .periodEnd: 1], "\(mixed.byReason)")
             let byWindows = try await store.planCounts(asOf: asOf, windows: PlanWindows())
-            #expect(byWindows.byReason[.periodEndUnnotified] == nil && byWindows.total == 4)
+            #expect(byWindows.byReason[.periodEndUnnotified] == nil && byWindows.total == 6)
         }
     }
 }

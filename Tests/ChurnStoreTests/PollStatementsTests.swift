@@ -38,23 +38,27 @@ struct PollStatementsTests {
         try db.query(sql)[0].decode(Int.self, at: 0)
     }
 
-    @Test("polled subscriptions: fresh ones get state and bookkeeping, stale or older answers only bookkeeping")
+    @Test("polled subscriptions: fresh ones get state and bookkeeping and a new state version; rows another writer changed since the decision (newer, or another version) only bookkeeping, and are reported")
     func subscriptionsWritePolled() async throws {
         try await FreshDatabase.with { fresh in
-            let (db, _) = try Self.setUp(fresh, ["1", "2"])
+            let (db, _) = try Self.setUp(fresh, ["1", "2", "3"])
             try db.execute("UPDATE churnwatch.subscriptions SET signed_date = \(Self.t0 + Self.day), consecutive_failures = 4 WHERE original_transaction_id = '2'")
-            let b = try PollBatch([Self.leaving("1"), Self.leaving("2")])
-            #expect(try ChurnStore.subscriptionsWritePolled(db, b.subscriptions, ids: b.polledIds, environments: b.polledEnvironments,
-                                                           detectedAt: Self.t0) == 2)
+            try db.execute("UPDATE churnwatch.subscriptions SET state_version = 7 WHERE original_transaction_id = '3'")
+            let b = try PollBatch([Self.leaving("1"), Self.leaving("2"), Self.leaving("3")])
+            let result = try ChurnStore.subscriptionsWritePolled(db, b.subscriptions, ids: b.polledIds, environments: b.polledEnvironments,
+                                                                 detectedAt: Self.t0)
+            #expect(result.written == 3 && result.conflicted == ["2", "3"])
             let rows = try db.query("""
-                SELECT original_transaction_id AS id, product_id, auto_renew, last_outcome, consecutive_failures, last_success_at
+                SELECT original_transaction_id AS id, product_id, auto_renew, last_outcome, consecutive_failures, last_success_at, state_version
                 FROM churnwatch.subscriptions ORDER BY 1
                 """)
             #expect(try rows[0].decode(String?.self, "product_id") == "pro.monthly" && rows[0].decode(Bool?.self, "auto_renew") == false)
+            #expect(try rows.map { try $0.decode(Int64.self, "state_version") } == [1, 0, 7])
             #expect(try rows[1].decode(String?.self, "product_id") == nil, "stored state newer than the answer: not overwritten")
+            #expect(try rows[2].decode(String?.self, "product_id") == nil, "decided from another version: not overwritten")
             #expect(try rows.allSatisfy { try $0.decode(String?.self, "last_outcome") == "ok" && $0.decode(Int.self, "consecutive_failures") == 0
                 && $0.decode(Date?.self, "last_success_at") == Self.t0 })
-            #expect(try ChurnStore.subscriptionsWritePolled(db, SubscriptionColumns(), ids: [], environments: [], detectedAt: Self.t0) == 0)
+            #expect(try ChurnStore.subscriptionsWritePolled(db, SubscriptionColumns(), ids: [], environments: [], detectedAt: Self.t0).written == 0)
         }
     }
 

@@ -32,7 +32,7 @@ struct NotificationFeedCLITests {
         try db.query(sql)[0].decode(Int.self, at: 0)
     }
 
-    @Test("ingest applies a file of notifications once: a second pass and the inbox count duplicates; a truncated line, another environment's and another app's are quarantined and change nothing")
+    @Test("ingest applies a file of notifications once (a UTF-8 byte order mark before the first line, a Sandbox subscriber's notification in a Production deployment): a second pass and the inbox count duplicates; a truncated line and another app's are quarantined and change nothing")
     func ingestTwiceAndTheInbox() async throws {
         let world = try await E2E.World.make(subscribers: 600, seed: 21, simFlags: ["--sandbox-share", "0.2"], populationLead: 45 * Self.day)
         defer { world.close() }
@@ -52,26 +52,27 @@ struct NotificationFeedCLITests {
         defer { try? FileManager.default.removeItem(at: file) }
         var lines = recent.enumerated().map { i, p in i % 2 == 0 ? "{\"signedPayload\": \"\(p)\"}" : p }
         lines += ["", truncated, try #require(sandbox.first)]
-        try lines.joined(separator: "\n").write(to: file, atomically: true, encoding: .utf8)
+        try ("\u{FEFF}" + lines.joined(separator: "\n")).write(to: file, atomically: true, encoding: .utf8)
 
         let once = try await CLIRunner.run(["notifications", "ingest", file.path], environment: env)
         #expect(once.status == 0, "\(once.stderr)")
         #expect(once.stdout.contains("\(recent.count + 2) read"), "\(once.stdout)")
-        #expect(once.stdout.contains("2 quarantined"), "\(once.stdout)")
+        #expect(once.stdout.contains("1 quarantined"), "\(once.stdout)")
         let applied = try Self.count(db, "SELECT count(*) FROM churnwatch.notifications WHERE outcome IN ('applied', 'stale')")
-        #expect(applied == recent.count)
+        #expect(applied == recent.count + 1, "every line but the truncated one, the Sandbox one included")
+        #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.notifications WHERE environment = 'Sandbox'") == 1)
         let events = try Self.count(db, "SELECT count(*) FROM churnwatch.churn_events")
         #expect(events > 0, "three days of notifications wrote no events")
         let reasons = try db.query("SELECT reason FROM churnwatch.quarantine WHERE endpoint = 'notification' ORDER BY id").map { try $0.decode(String.self, at: 0) }
-        #expect(reasons.count == 2 && reasons[1].contains("nvironment"), "\(reasons)")
+        #expect(reasons.count == 1, "\(reasons)")
 
         let twice = try await CLIRunner.run(["notifications", "ingest", file.path], environment: env)
-        // The two bad lines are rejected again but kept once.
-        #expect(twice.status == 0 && twice.stdout.contains("\(recent.count) duplicate") && twice.stdout.contains("2 quarantined"),
+        // The bad line is rejected again but kept once.
+        #expect(twice.status == 0 && twice.stdout.contains("\(recent.count + 1) duplicate") && twice.stdout.contains("1 quarantined"),
                 "\(twice.stdout) \(twice.stderr)")
-        #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.quarantine WHERE endpoint = 'notification'") == 2)
+        #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.quarantine WHERE endpoint = 'notification'") == 1)
         #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.churn_events") == events)
-        #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.notifications WHERE outcome <> 'quarantined'") == recent.count)
+        #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.notifications WHERE outcome <> 'quarantined'") == recent.count + 1)
 
         // The inbox: the same payloads inserted by an app's backend are duplicates, once each.
         for p in recent.prefix(5) { _ = try db.query("INSERT INTO churnwatch.notification_inbox (signed_payload) VALUES (\(p))") }
@@ -83,10 +84,14 @@ struct NotificationFeedCLITests {
         #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.notification_inbox WHERE processed_at IS NULL") == 0)
         #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.notification_inbox WHERE outcome = 'duplicate'") == 5)
 
-        // Another app's notifications (another app Apple id): nothing verifies, exit 65, nothing changes.
+        // Another app's notifications (another app Apple id; Production ones, as Sandbox carries
+        // none): nothing verifies, exit 65, nothing changes.
         var other = env
         other["APPSTORE_APP_APPLE_ID"] = "999999"
-        let foreign = try await CLIRunner.run(["notifications", "ingest", file.path], environment: other)
+        let production = FileManager.default.temporaryDirectory.appendingPathComponent("cw-ingest-\(UUID().uuidString.prefix(8)).jsonl")
+        defer { try? FileManager.default.removeItem(at: production) }
+        try recent.joined(separator: "\n").write(to: production, atomically: true, encoding: .utf8)
+        let foreign = try await CLIRunner.run(["notifications", "ingest", production.path], environment: other)
         #expect(foreign.status == 65, "\(foreign.stdout) \(foreign.stderr)")
         #expect(foreign.stderr.contains("nothing in"), "\(foreign.stderr)")
         #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.churn_events") == events)
@@ -113,8 +118,10 @@ struct NotificationFeedCLITests {
         #expect(cutShort > 0, "the simulator's errors never cut a sync short: the test shows nothing")
         #expect(resumedMidWindow > 0, "no sync resumed from a stored page token")
         let recorded = try Self.count(db, "SELECT count(*) FROM churnwatch.notifications")
+        // Both histories: Production's 60 days, Sandbox's (a Production deployment reads it too) its 30.
         let expected = try await Self.payloads(flaky, from: Self.asOf.addingTimeInterval(-60 * Self.day), to: Self.asOf)
-        #expect(recorded == expected.count, "recorded \(recorded), the history holds \(expected.count)")
+            + Self.payloads(flaky, from: Self.asOf.addingTimeInterval(-30 * Self.day + 3600), to: Self.asOf, environment: .sandbox)
+        #expect(recorded == expected.count, "recorded \(recorded), the histories hold \(expected.count)")
         #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.notifications WHERE outcome = 'quarantined'") == 0)
         print("sync cut short \(cutShort) times in \(attempts) attempts, resumed mid-window \(resumedMidWindow) times; \(recorded) notifications")
         // `status` shows the feed before any run: read up to the sync's moment, nothing in progress.
@@ -123,7 +130,9 @@ struct NotificationFeedCLITests {
         let object = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
         let feed = try #require(object?["feed"] as? [String: Any], "\(status.stdout)")
         #expect(object?["run"] is NSNull, "\(status.stdout)")
-        #expect(((feed["records_total"] as? Int) ?? 0) >= recorded, "\(status.stdout)")
+        // `status` shows the configured environment's feed (Production).
+        let production = try Self.count(db, "SELECT count(*) FROM churnwatch.notifications WHERE environment = 'Production'")
+        #expect(production > 0 && ((feed["records_total"] as? Int) ?? 0) >= production, "\(status.stdout)")
         #expect((feed["cursor_age_seconds"] as? Double) == 60, "\(status.stdout)")
         #expect((feed["sync_in_progress"] as? Bool) == false && (feed["planning_by_feed_possible"] as? Bool) == true, "\(status.stdout)")
     }

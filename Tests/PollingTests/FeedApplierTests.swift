@@ -94,7 +94,7 @@ import Testing
         #expect(Self.events(plan) == ["auto_renew_enabled"])
     }
 
-    @Test func theFirstSyncEstablishesNeverPolledSubscriptionsFromTheirNewestNotificationOnly() {
+    @Test func theFirstSyncEstablishesNeverPolledSubscriptionsFromTheirNewestNotification() throws {
         let polled = Self.stored(Self.note(Self.uuid(1), "P", at: Self.t0))
         let inputs = [Self.note(Self.uuid(2), "NEW", at: Self.t0, autoRenew: false),
                       Self.note(Self.uuid(3), "NEW", at: Self.t0 + Self.day, autoRenew: true),
@@ -104,8 +104,67 @@ import Testing
         // P was polled before the feed: its news is an event. NEW writes no event at all.
         #expect(Self.events(plan) == ["auto_renew_disabled"])
         let records = plan.batches.flatMap(\.records)
-        #expect(records.filter { $0.originalTransactionId == "NEW" }.map(\.outcome).sorted { $0.rawValue < $1.rawValue } == [.applied, .stale, .stale])
+        // Every notification of NEW establishes it (its transaction kept), whatever batch it came in.
+        #expect(records.filter { $0.originalTransactionId == "NEW" }.map(\.outcome) == [.applied, .applied, .applied])
         #expect(plan.batches.flatMap(\.writes).count == 2)
+        let established = try #require(plan.batches[0].writes.first { $0.item.originalTransactionId == "NEW" })
+        guard case .polled(let p) = established.outcome else { Issue.record("not polled"); return }
+        #expect(p.snapshot.autoRenew == false && p.events.isEmpty)
+        #expect(p.winback.entries.isEmpty, "win-back for risk that exists is enqueued once the first sync is read through")
+        #expect(p.transactions.count == 3)
+    }
+
+    @Test("a first sync cut into batches anywhere establishes the same: state, notification outcomes, transactions, no win-back")
+    func theFirstSyncDoesNotDependOnWhereBatchesEnd() throws {
+        let inputs = (0..<6).map { k in Self.note(Self.uuid(10 + k), "NEW", at: Self.t0 + Int64(k) * Self.day, autoRenew: k % 2 == 1) }
+        func outcome(_ cuts: [Int]) -> (autoRenew: Bool?, outcomes: [NotificationOutcome], transactions: Int, entries: Int) {
+            var stored: [String: ClaimedItem] = [:]
+            var outcomes: [NotificationOutcome] = [], transactions = 0, entries = 0
+            var from = 0
+            for cut in cuts + [inputs.count] {
+                let plan = FeedApplier().plan(Array(inputs[from..<cut]), known: [], stored: stored, neverPolled: Set(stored.keys),
+                                              establishOnly: true, now: Self.t0date)
+                from = cut
+                for batch in plan.batches {
+                    outcomes += batch.records.map(\.outcome)
+                    for w in batch.writes {
+                        guard case .polled(let p) = w.outcome else { continue }
+                        transactions += p.transactions.count
+                        entries += p.winback.entries.count
+                        var item = w.item
+                        item.snapshot = p.snapshot
+                        stored[item.originalTransactionId] = item
+                    }
+                }
+            }
+            return (stored["NEW"]?.snapshot?.autoRenew, outcomes, transactions, entries)
+        }
+        let whole = outcome([])
+        #expect(whole.autoRenew == true && whole.outcomes == Array(repeating: .applied, count: 6) && whole.entries == 0)
+        for cuts in [[1], [3], [5], [2, 4], [1, 2, 3, 4, 5]] {
+            let cut = outcome(cuts)
+            #expect(cut.autoRenew == whole.autoRenew && cut.outcomes == whole.outcomes && cut.entries == 0, "cut at \(cuts)")
+        }
+    }
+
+    @Test("a notified change the stored state already shows (the change before it was never notified) is logged at its signedDate; one whose state contradicts its name is not")
+    func aNotifiedChangeHiddenByAnUnnotifiedOneIsLogged() {
+        // Stored: auto-renew on. Apple never notified it going off; now it notifies it back on.
+        let known = Self.stored(Self.note(Self.uuid(1), "A", at: Self.t0))
+        let on = FeedApplier().plan([Self.note(Self.uuid(2), "A", at: Self.t0 + Self.day, autoRenew: true)],
+                                    known: [], stored: ["A": known], establishOnly: false, now: Self.t0date)
+        #expect(Self.events(on) == ["auto_renew_enabled"])
+        guard case .polled(let p) = on.batches[0].writes[0].outcome else { Issue.record("not polled"); return }
+        #expect(p.events.first?.occurredAt == EpochMilliseconds(Self.t0 + Self.day).date)
+        #expect(p.events.first?.details["occurred_at_basis"] == "signedDate")
+        // A DID_CHANGE_RENEWAL_STATUS that says "disabled" while its renewal info says on: no event.
+        var contradicting = Self.note(Self.uuid(3), "A", at: Self.t0 + Self.day, autoRenew: true)
+        if case .verified(var v) = contradicting.verdict {
+            v.payload.subtype = "AUTO_RENEW_DISABLED"
+            contradicting.verdict = .verified(v)
+        }
+        let none = FeedApplier().plan([contradicting], known: [], stored: ["A": known], establishOnly: false, now: Self.t0date)
+        #expect(Self.events(none).isEmpty)
     }
 
     @Test func aRejectedPayloadReadAgainIsRejectedAgainButKeptOnce() {
