@@ -12,11 +12,16 @@ extension FeedSync {
     ///
     /// Apple failing (an outage, a refused key) ends the history part early with
     /// ``FeedSummary/failure`` set and the cursor where it was: the caller plans by the windows.
-    public func sync(now: Date, runId: Int64? = nil) async throws -> FeedSummary {
+    ///
+    /// `stop` (a signal, the time budget) is asked before every page: once it gives a reason,
+    /// what was read is committed with its cursor and the sync returns with
+    /// ``FeedSummary/stopped`` set (the next sync resumes on the stored page token).
+    public func sync(now: Date, runId: Int64? = nil, stop: @Sendable () -> String? = { nil }) async throws -> FeedSummary {
         var summary = FeedSummary()
         for environment in environments {
-            let part = try await syncHistory(environment, now: now, runId: runId)
+            let part = try await syncHistory(environment, now: now, runId: runId, stop: stop)
             summary.merge(part)
+            if summary.stopped != nil { return summary }
             // A refused key or an untrusted server is the deployment's fault, not one history's:
             // nothing more is read until it is fixed.
             if let failure = part.failure, failure.failureClass == .unauthorized || failure.failureClass == .untrustedServer { break }
@@ -26,7 +31,8 @@ extension FeedSync {
     }
 
     /// One environment's history, from its own cursor.
-    func syncHistory(_ environment: AppStoreEnvironment, now: Date, runId: Int64?) async throws -> FeedSummary {
+    func syncHistory(_ environment: AppStoreEnvironment, now: Date, runId: Int64?,
+                     stop: @Sendable () -> String? = { nil }) async throws -> FeedSummary {
         let env = environment.rawValue
         let state = try await store.feedStateRead(environment: env)
         var cursor = state.cursor
@@ -40,7 +46,21 @@ extension FeedSync {
         var pending: [(payload: String, inboxId: Int64?)] = []
         var pendingRecords = 0
         var restarted = false
+        // What was read is committed, and the cursor follows it: the next sync resumes on the
+        // page after it. (Where a batch ends changes nothing in the end state: FeedApplier
+        // establishes a first sync's subscriptions the same way in any cut.)
+        func commitRead() async throws {
+            summary.add(try await flush(&pending, environment: environment, establishOnly: establishOnly, runId: runId, now: now))
+            if pendingRecords > 0 || cursor != state.cursor {
+                try await store.feedCursorWrite(environment: env, cursor: cursor, records: pendingRecords, finishedAt: nil)
+            }
+        }
         while true {
+            if let reason = stop() {
+                try await commitRead()
+                summary.stopped = reason
+                return summary
+            }
             let request = NotificationHistoryRequest(startDate: EpochMilliseconds(window.start), endDate: EpochMilliseconds(window.end))
             let page: NotificationHistoryPage
             switch await client.notificationHistoryPage(request, paginationToken: window.paginationToken, environment: environment) {
@@ -54,13 +74,7 @@ extension FeedSync {
                 window = NotificationFeedRules.restart(window)
                 continue
             case let failed:
-                // What was read is committed, and the cursor follows it: the next sync resumes
-                // on the page that failed. (Where a batch ends changes nothing in the end state:
-                // FeedApplier establishes a first sync's subscriptions the same way in any cut.)
-                summary.add(try await flush(&pending, environment: environment, establishOnly: establishOnly, runId: runId, now: now))
-                if pendingRecords > 0 || cursor != state.cursor {
-                    try await store.feedCursorWrite(environment: env, cursor: cursor, records: pendingRecords, finishedAt: nil)
-                }
+                try await commitRead()
                 let (reason, failureClass) = SubscriptionPoller.classify(failed)
                 let prefix = environment == self.environment ? "" : "\(env) history: "
                 summary.failure = FeedFailure(failureClass: failureClass, reason: prefix + reason)

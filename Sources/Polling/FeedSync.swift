@@ -29,6 +29,9 @@ public struct FeedSummary: Sendable, Equatable {
     /// The environments whose history was read through to the sync's moment with no gap: their
     /// subscriptions may be planned by the feed.
     public var readThrough: Set<AppStoreEnvironment> = []
+    /// Why the sync stopped between pages when asked to (a signal, the time budget); what it
+    /// read is committed and the next sync resumes on the stored page token.
+    public var stopped: String?
 
     public init() {}
 
@@ -44,6 +47,7 @@ public struct FeedSummary: Sendable, Equatable {
         add(other)
         gap = gap ?? other.gap
         failure = failure ?? other.failure
+        stopped = stopped ?? other.stopped
         readThrough.formUnion(other.readThrough)
     }
 }

@@ -23,7 +23,11 @@ extension RunEngine {
             return []
         }
         let asOf = options.asOf
-        let summary = try await persist("feed sync") { try await feed.sync(now: asOf) }
+        // A signal or the time budget stops the sync between pages; the grace bounds the page in flight.
+        let clock = self.clock
+        let control = FeedStopControl(reason: { [self] in let now = clock.now(); return update { $0.machine.feedStopReason(now: now) } },
+                                      abandonAt: { [self] in state.withLock { $0.machine.feedAbandonAt } }, clock: clock)
+        let summary = try await persist("feed sync") { try await feed.sync(now: asOf, control: control) }
         await locks.release(ChurnStore.feedLockKey)
         update {
             $0.feed = summary
@@ -35,6 +39,10 @@ extension RunEngine {
             "ignored": "\(summary.ignored)", "registered": "\(summary.registered)", "events": "\(summary.events)",
         ]
         if let gap = summary.gap { metadata["gap"] = "\(gap.lowerBound.ISO8601Format())..\(gap.upperBound.ISO8601Format())" }
+        if let reason = summary.stopped {
+            logger.notice("the change feed's sync stopped (the next run resumes it)", metadata: metadata.merging(["reason": "\(reason)"]) { $1 })
+            return []
+        }
         if let failure = summary.failure {
             metadata["error"] = "\(failure)"
             logger.warning("the change feed stopped early: planning by the windows tonight where it did (the next sync resumes)",

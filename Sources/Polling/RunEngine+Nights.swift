@@ -10,7 +10,10 @@ extension RunEngine {
     /// polled there, tonight, before tonight's run, and not twice.
     func runNights(locks: RunLocks, progress: (@Sendable (RunProgressReport) -> Void)?) async throws -> RunOutcome {
         var windows = options.windows
-        if let feed = options.feed { windows.feedEnvironments = try await syncFeed(feed, locks: locks) }
+        if let feed = options.feed {
+            windows.feedEnvironments = try await syncFeed(feed, locks: locks)
+            if let reason = feedSummary?.stopped { return .interrupted(runId: nil, reason: "\(reason), in the change feed's sync") }
+        }
         guard let plan = try await planNights(locks: locks, windows: windows) else {
             return .anotherRunInProgress(runId: try await store.runFindUnfinished(kind: .nightly)?.id)
         }

@@ -70,8 +70,9 @@ public enum RunOutcome: Sendable {
     case nothingToResume
     /// A backfill of another cohort is unfinished: one backfill at a time.
     case otherBackfillUnfinished(runId: Int64, cohort: String)
-    /// Stopped early (signal or time budget); the next `run` resumes it.
-    case interrupted(runId: Int64, reason: String)
+    /// Stopped early (signal or time budget); the next `run` resumes it. No run id: stopped in
+    /// the change feed's sync, before planning (the next sync resumes from its cursor).
+    case interrupted(runId: Int64?, reason: String)
     /// Apple did not answer for longer than the retry budget; the next `run` resumes.
     case appleUnavailable(runId: Int64, detail: String)
     /// Apple rejected the API key.

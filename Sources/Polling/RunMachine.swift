@@ -92,6 +92,8 @@ struct RunMachine: Sendable {
     private(set) var stats: WorkerStats
     /// The first stop request's reason.
     private(set) var stopReason: String?
+    /// When the first stop was requested (a signal, the time budget, an ending).
+    private(set) var stopRequestedAt: Date?
     /// How the work ends when it does not drain (the first reason wins).
     private(set) var ending: RunEnding?
     /// The time budget's end (the invocation's, over every run it works).
@@ -137,7 +139,10 @@ struct RunMachine: Sendable {
 
     /// No new claims; in-flight work gets the grace period. The first reason is kept.
     mutating func requestStop(_ reason: String, now: Date) {
-        if stopReason == nil { stopReason = reason }
+        if stopReason == nil {
+            stopReason = reason
+            stopRequestedAt = now
+        }
         if ending == nil { ending = .stopped(reason) }
         if working, graceDeadline == nil { graceDeadline = now.addingTimeInterval(rules.shutdownGrace) }
     }
@@ -157,6 +162,13 @@ struct RunMachine: Sendable {
         }
         return false
     }
+
+    /// Why the change feed's sync before planning must stop before its next page (nil: go on);
+    /// the time budget counts from the invocation's start, as for the work.
+    mutating func feedStopReason(now: Date) -> String? { stopClaiming(now: now) ? stopReason : nil }
+
+    /// When the sync's page in flight is abandoned: the shutdown grace after the stop request.
+    var feedAbandonAt: Date? { stopRequestedAt.map { $0.addingTimeInterval(rules.shutdownGrace) } }
 
     /// True at most every `heartbeatEvery` per process (and notes the heartbeat as written).
     mutating func heartbeatDue(now: Date) -> Bool {

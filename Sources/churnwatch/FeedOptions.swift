@@ -52,6 +52,7 @@ enum FeedSummaryText {
         if s.pages > 0 { line += "; \(s.pages) history pages" }
         if let gap = s.gap { line += "; gap \(gap.lowerBound.ISO8601Format())..\(gap.upperBound.ISO8601Format()) (left to the windows)" }
         if let failure = s.failure { line += "; stopped early: \(failure) (the next sync resumes)" }
+        if let reason = s.stopped { line += "; stopped: \(reason) (the next sync resumes)" }
         return line
     }
 }

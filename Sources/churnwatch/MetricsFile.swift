@@ -260,7 +260,8 @@ extension RunOutcome {
     var runId: Int64? {
         switch self {
         case .finished(let s): return s.runId
-        case .joinedAndDrained(let id, _), .interrupted(let id, _), .appleUnavailable(let id, _), .unauthorized(let id): return id
+        case .joinedAndDrained(let id, _), .appleUnavailable(let id, _), .unauthorized(let id): return id
+        case .interrupted(let id, _): return id
         case .untrustedServer(let id, _): return id
         case .databaseUnavailable(let id, _), .otherBackfillUnfinished(let id, _): return id
         case .anotherRunInProgress(let id): return id

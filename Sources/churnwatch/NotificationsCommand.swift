@@ -53,11 +53,21 @@ struct NotificationsSyncCommand: AsyncParsableCommand {
     @Option(name: .customLong("as-of"), help: ArgumentHelp("Read the history up to this moment, ISO 8601 (default: now).", valueName: "time"))
     var asOf: String?
 
+    @Option(name: .customLong("max-duration"), parsing: .unconditional, help: ArgumentHelp("Stop after this long (between pages; what was read is kept) and exit 75; the next sync resumes.", valueName: "duration"))
+    var maxDuration: String?
+
+    @Option(name: .customLong("shutdown-grace"), parsing: .unconditional, help: ArgumentHelp("After SIGTERM/SIGINT or --max-duration, how long a page in flight may take before it is abandoned.", valueName: "duration"))
+    var shutdownGrace = "30s"
+
     func run() async throws {
         global.bootstrapLogging()
         try await reportingErrors {
             let logger = Logger(label: "churnwatch.notifications")
             let at = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
+            let stop = FeedStopSwitch(budget: try maxDuration.map { try parseDurationSetting("--max-duration", $0, positive: true) },
+                                      grace: try parseDurationSetting("--shutdown-grace", shutdownGrace))
+            let signals = SignalHandler { stop.request("signal") }
+            defer { signals.cancel() }
             let context = try await FeedContext.open(global: global, apple: apple, options: feedOptions, asOf: at, logger: logger)
             let locks = context.store.runLocksOpen(logger: logger)
             guard try await locks.take(ChurnStore.feedLockKey, name: "feed") else {
@@ -67,13 +77,16 @@ struct NotificationsSyncCommand: AsyncParsableCommand {
             }
             let summary: FeedSummary
             do {
-                summary = try await context.feed.sync(now: at)
+                summary = try await context.feed.sync(now: at, control: stop.control)
                 await locks.close()
             } catch {
                 await locks.close()
                 throw error
             }
             print(FeedSummaryText.line(summary, what: "notifications sync"))
+            if let reason = summary.stopped {
+                throw CLIError.resumable("the notification history sync stopped: \(reason); what it read is kept (re-run to resume)")
+            }
             if let failure = summary.failure {
                 let code = switch failure.failureClass {
                 case .unauthorized, .untrustedServer: ExitStatus.unavailable

@@ -213,8 +213,10 @@ enum RunOutcomeReport {
             print("no unfinished \(noun) to resume")
         case .otherBackfillUnfinished(let runId, let cohort):
             throw CLIError.resumable("backfill run \(runId) (\(cohort)) is unfinished; one backfill at a time: finish it with `churnwatch backfill --resume`, then start this one")
-        case .interrupted(let runId, let reason):
+        case .interrupted(let runId?, let reason):
             throw CLIError.resumable("resumable: run \(runId) (stopped: \(reason))")
+        case .interrupted(nil, let reason):
+            throw CLIError.resumable("resumable: stopped before planning (\(reason)); the next run resumes the sync from its cursor")
         case .appleUnavailable(let runId, let detail):
             throw CLIError.resumable("resumable: run \(runId) (Apple unavailable: \(detail))")
         case .databaseUnavailable(let runId, let detail):

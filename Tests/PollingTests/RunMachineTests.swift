@@ -218,7 +218,7 @@ struct RunMachineTests {
         func label(_ o: RunOutcome) -> String {
             switch o {
             case .joinedAndDrained(let id, let polled): "joined \(id) \(polled)"
-            case .interrupted(let id, let reason): "interrupted \(id) \(reason)"
+            case .interrupted(let id, let reason): "interrupted \(id.map(String.init) ?? "-") \(reason)"
             case .appleUnavailable(let id, let detail): "apple \(id) \(detail)"
             case .unauthorized(let id): "unauthorized \(id)"
             case .untrustedServer(let id, let detail): "untrusted \(id) \(detail)"
