@@ -18,6 +18,7 @@ public actor SharedBudgetLimiter: AppStoreRateLimiter {
     private let clock: any AppStoreClock
     private let namespace: String
     private var stash: [RateLimitKey: Int] = [:]
+    private var allowedRate: [RateLimitKey: Double] = [:]
     private var stashedAt: [RateLimitKey: Date] = [:]
     /// Tokens drawn from the bucket row are spent within this long or dropped. A process the
     /// machine starved for a moment must not spend them late, beside the tokens the bucket has
@@ -45,14 +46,19 @@ public actor SharedBudgetLimiter: AppStoreRateLimiter {
         self.limits = limits
         self.namespace = namespace
         self.clock = clock
-        self.local = TokenBucketRateLimiter(limits: limits, burst: 1, clock: clock)
+        // The shared row adapts to 429s for every process (``BudgetAdaptation``); the local
+        // pacer only spaces this process's calls and honours the pause.
+        self.local = TokenBucketRateLimiter(limits: limits, burst: 1, clock: clock, backoff: Self.noCut)
         self.yield = yield
         self.yieldingLocal = yield.map { y in
             TokenBucketRateLimiter(limits: AppStoreRateLimits(production: limits.production.mapValues { $0 * y.share },
                                                               sandbox: limits.sandbox.mapValues { $0 * y.share }),
-                                   burst: 1, clock: clock)
+                                   burst: 1, clock: clock, backoff: Self.noCut)
         }
     }
+
+    /// A local pacer that a 429 pauses but does not slow: the shared row does that.
+    static let noCut = AdaptiveRate(decrease: 1)
 
     func bucketKey(_ key: RateLimitKey) -> String { "\(namespace)/\(key.endpoint.rawValue)/\(key.environment.rawValue)" }
 
@@ -65,7 +71,9 @@ public actor SharedBudgetLimiter: AppStoreRateLimiter {
         let rate = limits.perSecond(key)
         // Take about a fifth of a second's worth at a time: few round trips, little hoarding.
         // The bucket row itself always has the full rate and burst, whoever asks.
-        let chunk = max(1, Int(rate / 5))
+        // At most 20: before a server's first 429 says it allows less, a chunk is sent at the
+        // configured pace (at 2,000/s a fifth of a second would be 400 refusals).
+        let chunk = max(1, min(20, Int(rate / 5)))
         let want = yielding ? max(1, Int(rate * (yield?.share ?? 1) / 5)) : chunk
         if let at = stashedAt[key], clock.now().timeIntervalSince(at) > Self.stashLifetime { stash[key] = 0 }
         while (stash[key] ?? 0) == 0 {
@@ -103,8 +111,13 @@ public actor SharedBudgetLimiter: AppStoreRateLimiter {
         stash[key] = 0
         await local.rateLimited(key, until: until, sentAt: sentAt)
         await yieldingLocal?.rateLimited(key, until: until, sentAt: sentAt)
-        try? await store.apiBudgetPause(key: bucketKey(key), until: until, maxPause: maxPause)
+        let allowed = try? await store.apiBudgetPause(key: bucketKey(key), until: until, sentAt: sentAt, maxPause: maxPause)
+        if let rate = allowed.flatMap({ $0 }) { allowedRate[key] = rate }
     }
+
+    /// The rate the shared budget last allowed for `key` after a 429 (nil: never cut), for the
+    /// run's last line when Apple stays unavailable.
+    public func allowedRate(_ key: RateLimitKey) -> Double? { allowedRate[key] }
 
     /// Asks `yield.isActive` again when its interval has passed (one question at a time).
     private func refreshYield() async {

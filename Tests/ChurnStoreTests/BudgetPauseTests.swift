@@ -41,6 +41,42 @@ struct BudgetPauseTests {
         }
     }
 
+    @Test("a 429 cuts the shared rate: by 15 % when few calls were granted since the last cut, else to the share the server took; not for a call sent before the last cut, nor within the hold; the rate climbs back 1 % a second")
+    func aRefusalCutsTheSharedRate() async throws {
+        try await FreshDatabase.with { fresh in
+            let db = try fresh.connect()
+            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
+            let store = ChurnStore(pool: fresh.pool(), logger: .store)
+            let key = "app/status/Production"
+            func allowed() throws -> Double? {
+                try db.query("SELECT allowed_rate FROM churnwatch.api_budget WHERE key = \(key)")[0].decode(Double?.self, at: 0)
+            }
+            func age(_ seconds: Int, granted: Int = 0, refused: Int = 0) throws {
+                try db.execute("""
+                    UPDATE churnwatch.api_budget SET allowed_at = clock_timestamp() - make_interval(secs => \(seconds)),
+                        window_granted = \(granted), window_refused = \(refused) WHERE key = \(key)
+                    """)
+            }
+            _ = try await store.apiBudgetTake(key: key, rate: 50, burst: 25, want: 1)
+            let first = try #require(try await store.apiBudgetPause(key: key, until: Date(), sentAt: Date()))
+            #expect(abs(first - 42.5) < 0.001, "one call granted: × 0.85, \(first)")
+            // A call sent before that cut: counted in no window, no cut.
+            try age(1)
+            let cutAt = try db.query("SELECT allowed_at FROM churnwatch.api_budget WHERE key = \(key)")[0].decode(Date.self, at: 0)
+            try await store.apiBudgetPause(key: key, until: Date(), sentAt: cutAt.addingTimeInterval(-1))
+            #expect(try allowed() == first)
+            // 100 calls granted since the cut, 79 refused, this one the 80th: the server took a fifth.
+            try age(1, granted: 100, refused: 79)
+            let deep = try #require(try await store.apiBudgetPause(key: key, until: Date(), sentAt: Date().addingTimeInterval(-0.001)))
+            #expect(deep < first * 1.01 * 0.21 && deep > first * 0.19, "\(deep)")
+            // Long after the cut, with nothing refused since, the rate has climbed back (1 %/s of itself, at most the configured).
+            try age(1000)
+            try db.execute("UPDATE churnwatch.api_budget SET tokens = 0, updated_at = clock_timestamp(), paused_until = NULL WHERE key = \(key)")
+            let empty = try await store.apiBudgetTake(key: key, rate: 50, burst: 25, want: 1)
+            #expect(empty.granted == 0 && 1 / empty.retryAfter > 45, "\(empty)")
+        }
+    }
+
     private static func seconds(_ d: Duration) -> Double {
         Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
     }
