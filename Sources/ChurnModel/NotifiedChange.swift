@@ -8,6 +8,8 @@ import Foundation
 /// That difference is empty when an earlier change Apple never notified already left the stored
 /// state where this one ends (auto-renew turned off unnotified, then on again notified): Apple
 /// still says the named change happened, at the notification's `signedDate`, and that is logged.
+/// (A renewal notified after a resubscribe that was not: the difference shows the resubscribe,
+/// and the renewal is logged too.)
 public enum NotifiedChange {
     /// The event a notification names, for the kinds whose difference an unnotified earlier
     /// change can hide; nil for any other notification.
@@ -19,6 +21,9 @@ public enum NotifiedChange {
         case ("DID_CHANGE_RENEWAL_PREF", nil): .planChangeCancelled
         case ("PRICE_INCREASE", "PENDING"): .priceIncreasePending
         case ("PRICE_INCREASE", "ACCEPTED"): .priceIncreaseAccepted
+        // A renewal after a resubscribe Apple never notified: the difference shows the resubscribe.
+        case ("DID_RENEW", nil): .renewed
+        case ("SUBSCRIBED", "RESUBSCRIBE"): .resubscribed
         default: nil
         }
     }
@@ -46,6 +51,7 @@ public enum NotifiedChange {
         case .planChangeCancelled: c.autoRenewProductId == c.productId
         case .priceIncreasePending: c.rawPriceIncreaseStatus == 0
         case .priceIncreaseAccepted: c.rawPriceIncreaseStatus == 1
+        case .renewed, .resubscribed: c.state == .active
         default: false
         }
     }
