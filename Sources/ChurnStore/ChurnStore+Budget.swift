@@ -9,11 +9,14 @@ public struct BudgetGrant: Sendable, Equatable {
     public var retryAfter: TimeInterval
     /// A stored pause past the cap that this take dropped (when it ended), for a warning.
     public var droppedPause: Date?
+    /// The rate the bucket gives out now (below the configured one after a server's 429s).
+    public var rate: Double?
 
-    public init(granted: Int, retryAfter: TimeInterval, droppedPause: Date? = nil) {
+    public init(granted: Int, retryAfter: TimeInterval, droppedPause: Date? = nil, rate: Double? = nil) {
         self.granted = granted
         self.retryAfter = retryAfter
         self.droppedPause = droppedPause
+        self.rate = rate
     }
 }
 
@@ -70,11 +73,11 @@ extension ChurnStore {
             }
             let dropped = try row.decode(Bool.self, "dropped") ? try row.decode(Date?.self, "stored_pause") : nil
             let granted = try row.decode(Int.self, "granted")
-            if granted > 0 { return BudgetGrant(granted: granted, retryAfter: 0, droppedPause: dropped) }
+            let r = try row.decode(Double.self, "rate")
+            if granted > 0 { return BudgetGrant(granted: granted, retryAfter: 0, droppedPause: dropped, rate: r) }
             let paused = try row.decode(Double.self, "paused_for")
             let avail = try row.decode(Double.self, "avail")
-            let r = try row.decode(Double.self, "rate")
-            return BudgetGrant(granted: 0, retryAfter: max(paused, (1 - avail) / max(r, 0.001)), droppedPause: dropped)
+            return BudgetGrant(granted: 0, retryAfter: max(paused, (1 - avail) / max(r, 0.001)), droppedPause: dropped, rate: r)
         }
     }
 
@@ -96,7 +99,8 @@ extension ChurnStore {
                     SELECT key, rate AS configured, \(Self.effectiveRate(a)) AS rate, window_granted,
                            window_refused + CASE WHEN allowed_at IS NULL OR allowed_at <= \(sentAt) THEN 1 ELSE 0 END AS refused,
                            (allowed_at IS NULL OR (allowed_at <= \(sentAt)
-                                                   AND allowed_at < clock_timestamp() - make_interval(secs => \(a.hold)))) AS due
+                                                   AND allowed_at < clock_timestamp()
+                                                       - make_interval(secs => greatest(\(a.hold), \(a.intervals) / allowed_rate)))) AS due
                     FROM churnwatch.api_budget WHERE key = \(key) FOR UPDATE
                 ), c AS (
                     SELECT w.*, greatest(configured * \(a.floor), rate * CASE WHEN window_granted < \(a.sample) THEN \(a.decrease)
@@ -106,6 +110,7 @@ extension ChurnStore {
                 UPDATE churnwatch.api_budget b SET paused_until = \(pausedUntil), tokens = 0,
                     updated_at = greatest(clock_timestamp(), \(pausedUntil)),
                     allowed_rate = CASE WHEN c.due THEN c.cut ELSE b.allowed_rate END,
+                    allowed_ceiling = CASE WHEN c.due THEN c.rate ELSE b.allowed_ceiling END,
                     allowed_at = CASE WHEN c.due THEN clock_timestamp() ELSE b.allowed_at END,
                     window_granted = CASE WHEN c.due THEN 0 ELSE b.window_granted END,
                     window_refused = CASE WHEN c.due THEN 0 ELSE c.refused END
@@ -116,11 +121,17 @@ extension ChurnStore {
     }
 
     /// The rate the shared bucket of a row gives out now: the configured `rate`, or the rate a
-    /// 429 cut it to, climbing back by `climb` of itself per second since the cut.
+    /// 429 cut it to, climbing back since the cut: by `fastClimb` of itself a second up to
+    /// `resume` × the rate that was refused (a cut deeper than needed costs seconds, not
+    /// minutes), then by `climb` of itself a second, up to the configured rate.
     static func effectiveRate(_ a: BudgetAdaptation) -> PostgresQuery {
-        """
+        let t: PostgresQuery = "greatest(0, extract(epoch FROM clock_timestamp() - allowed_at))"
+        let target: PostgresQuery = "(coalesce(allowed_ceiling, allowed_rate) * \(a.resume))"
+        return """
         CASE WHEN allowed_rate IS NULL THEN rate
-             ELSE least(rate, allowed_rate * (1 + \(a.climb) * greatest(0, extract(epoch FROM clock_timestamp() - allowed_at))))
+             WHEN allowed_rate * (1 + \(a.fastClimb) * \(t)) < \(target) THEN least(rate, allowed_rate * (1 + \(a.fastClimb) * \(t)))
+             ELSE least(rate, greatest(allowed_rate, \(target))
+                 * (1 + \(a.climb) * greatest(0, \(t) - greatest(0, (\(target) / allowed_rate - 1) / \(a.fastClimb)))))
         END
         """
     }
@@ -136,6 +147,11 @@ public struct BudgetAdaptation: Sendable, Equatable {
     public var deepest = 0.05
     public var sample = 10.0
     public var hold: TimeInterval = 0.01
+    /// A cut is judged again only after this many calls' spacing at the rate it set (the server
+    /// has seen the new rate by then).
+    public var intervals = 2.0
+    public var fastClimb = 0.25
+    public var resume = 0.95
     public var climb = 0.01
     public var floor = 1.0 / 256
 

@@ -26,12 +26,15 @@ public struct PlanWindows: Sendable, Equatable, Codable {
     public var configuredEnvironment = "Production"
     /// Some subscriptions are planned by the change feed.
     public var feedDriven: Bool { !feedEnvironments.isEmpty }
-    /// With the feed: a period that ended less than this ago is not yet suspicious (Apple files
-    /// some notifications late).
-    public var feedLag: TimeInterval = 3600
-    /// With the feed: billing trouble with no news for this long is polled, so every night while
-    /// it lasts (a recovery or an expiry Apple did not notify is seen by the next morning).
+    /// With the feed: a period that ended less than this ago is not yet suspicious (Apple sends
+    /// a renewal's notification within seconds, and files it in the history within minutes; an
+    /// hour let a run shortly after a period's end miss it by a whole night).
+    public var feedLag: TimeInterval = 300
+    /// With the feed: billing trouble with no news for this long is polled, so every night in the
+    /// first `billingDailyFor` of a retry (when most recoveries come: a recovery or an expiry
+    /// Apple did not notify is seen by the next morning), and then every `lapsed`.
     public var billingNoNewsAfter: TimeInterval = 12 * 3600
+    public var billingDailyFor: TimeInterval = 15 * 86_400
 
     public init() {}
 
@@ -96,7 +99,8 @@ public enum DueReason: String, Sendable, CaseIterable, Codable {
     case new
     case failed
     case billingTrouble = "billing_trouble"
-    /// With the feed: billing trouble the feed has said nothing about for `billingNoNewsAfter` (12 h), or a grace
+    /// With the feed: billing trouble the feed has said nothing about for `billingNoNewsAfter` (12 h;
+    /// after its first `billingDailyFor`, for `lapsed`), or a grace
     /// period that ended with no notification.
     case billingNoNews = "billing_no_news"
     case atRisk = "at_risk"

@@ -19,6 +19,9 @@ public actor SharedBudgetLimiter: AppStoreRateLimiter {
     private let namespace: String
     private var stash: [RateLimitKey: Int] = [:]
     private var allowedRate: [RateLimitKey: Double] = [:]
+    /// The shared bucket's rate at the last take, and this process's next slot at it.
+    private var sharedRate: [RateLimitKey: Double] = [:]
+    private var sharedSlot: [RateLimitKey: Date] = [:]
     private var stashedAt: [RateLimitKey: Date] = [:]
     /// Tokens drawn from the bucket row are spent within this long or dropped. A process the
     /// machine starved for a moment must not spend them late, beside the tokens the bucket has
@@ -90,6 +93,7 @@ public actor SharedBudgetLimiter: AppStoreRateLimiter {
                     "budget": "\(bucketKey(key))", "paused_until": "\(dropped.ISO8601Format())", "cap_s": "\(Int(maxPause))",
                 ])
             }
+            if let r = grant.rate { sharedRate[key] = r }
             if grant.granted > 0 {
                 stash[key, default: 0] += grant.granted
                 stashedAt[key] = clock.now()
@@ -100,6 +104,19 @@ public actor SharedBudgetLimiter: AppStoreRateLimiter {
             try await clock.sleep(until: next)
         }
         stash[key, default: 0] -= 1
+        // Below the configured rate (a server's 429s cut the shared rate), this process spaces
+        // its calls at the shared rate: a stash sent at the configured pace is a burst the server
+        // refuses in part, and each refusal would cut the rate further below what it allows.
+        if let r = sharedRate[key], r < rate * 0.999 {
+            let now = clock.now()
+            let slot = max(now, sharedSlot[key] ?? now)
+            sharedSlot[key] = slot.addingTimeInterval(1 / max(r, 0.001))
+            if slot > deadline {
+                stash[key, default: 0] += 1
+                return .notBefore(slot)
+            }
+            if slot > now { try await clock.sleep(until: slot) }
+        }
         let remaining = max(0, deadline.timeIntervalSince(clock.now()))
         let pacer = yielding ? (yieldingLocal ?? local) : local
         let decision = try await pacer.acquire(key, maxWait: remaining)
