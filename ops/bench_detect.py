@@ -23,9 +23,10 @@ minutes between nights). ops/bench leaves in it:
                    whose subscription /_sim/truth had in will_not_renew or price_increase_pending
                    already a millisecond before the change (epoch milliseconds)
 
-Matching, by detection time: the true changes with FROM < occurred_at <= TO, in time order,
+Matching, by detection time: the true changes with FROM < occurred_at <= TO, newest first,
 each take the first row of the log (by detected_at) of the same subscription and kind with
-detected_at >= occurred_at - 1 s that no earlier change took. A change is detected at that
+detected_at >= occurred_at - 1 s that no later change took (a row stands for the latest change
+of its kind before it: oldest first, a change nobody could see took the next one's row). A change is detected at that
 row's detected_at; a change no row is left for was never detected (by TO). The log's own
 occurred_at is not used: it cannot credit a change with a row logged before it happened.
 
@@ -157,18 +158,20 @@ class Run:
                 rows[(otid, kind)].append(float(at))
         for found in rows.values():
             found.sort()
-        # Changes in time order; rows of one key in detection order. The thresholds only grow,
-        # so every row before the cursor is taken or too early for any later change.
-        cursor: dict[tuple[str, str], int] = defaultdict(int)
-        for c in self.changes:
+        # Changes newest first; rows of one key in detection order. A row logged at D stands for
+        # the latest change of its kind before D: matched oldest first, a change churnwatch could
+        # not see (one Apple never notified, undone before anything looked) took the row of the
+        # next one and made that one look never logged.
+        used: dict[tuple[str, str], set[int]] = defaultdict(set)
+        for c in sorted(self.changes, key=lambda c: c.t, reverse=True):
             key = (c.otid, c.kind)
-            found, i = rows.get(key, ()), cursor[key]
-            while i < len(found) and found[i] < c.t - TOLERANCE:
+            found, taken = rows.get(key, ()), used[key]
+            i = bisect.bisect_left(found, c.t - TOLERANCE)
+            while i < len(found) and i in taken:
                 i += 1
             if i < len(found):
                 c.at = found[i]
-                i += 1
-            cursor[key] = i
+                taken.add(i)
         # Rows of the nights and syncs after night 0 (a run stamps detected_at its --as-of plus
         # the time it has run, so night 0's rows come a little after FROM).
         as_ofs = sorted({parse(line.split()[0]) for line in _lines(os.path.join(self.path, "processes.txt"))})
