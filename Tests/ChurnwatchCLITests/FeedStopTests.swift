@@ -57,8 +57,7 @@ struct FeedStopTests {
         let rest = try await CLIRunner.run(["notifications", "sync"] + at, environment: env)
         #expect(rest.status == 0, "\(rest.stderr.suffix(400))")
         let recorded = try db.query("SELECT count(*) FROM churnwatch.notifications")[0].decode(Int.self, at: 0)
-        let expected = try await NotificationFeedCLITests.payloads(world, from: Self.asOf.addingTimeInterval(-40 * Self.day), to: Self.asOf)
-            + NotificationFeedCLITests.payloads(world, from: Self.asOf.addingTimeInterval(-30 * Self.day + 3600), to: Self.asOf, environment: .sandbox)
+        let expected = try await NotificationFeedCLITests.bothHistories(world, asOf: Self.asOf, lookbackDays: 40)
         #expect(recorded == expected.count, "recorded \(recorded), the histories hold \(expected.count)")
         print("feed stops: \(recorded) notifications in \(try Self.pagesAsked(world)) pages asked; SIGTERM to exit \(sync.afterSignal) s (sync), \(run.afterSignal) s (run)")
         #expect(try db.query("SELECT count(*) FROM churnwatch.churn_events")[0].decode(Int.self, at: 0) == 0,

@@ -28,6 +28,13 @@ struct NotificationFeedCLITests {
         return out
     }
 
+    /// What a Production deployment's first sync at `asOf` reads: Production's history over
+    /// `lookbackDays`, and Sandbox's over its retention (30 days, less the hour's margin).
+    static func bothHistories(_ world: E2E.World, asOf: Date, lookbackDays: Double) async throws -> [String] {
+        try await payloads(world, from: asOf.addingTimeInterval(-lookbackDays * day), to: asOf)
+            + payloads(world, from: asOf.addingTimeInterval(-30 * day + 3600), to: asOf, environment: .sandbox)
+    }
+
     static func count(_ db: PostgresConnection, _ sql: PostgresQuery) throws -> Int {
         try db.query(sql)[0].decode(Int.self, at: 0)
     }
@@ -118,9 +125,7 @@ struct NotificationFeedCLITests {
         #expect(cutShort > 0, "the simulator's errors never cut a sync short: the test shows nothing")
         #expect(resumedMidWindow > 0, "no sync resumed from a stored page token")
         let recorded = try Self.count(db, "SELECT count(*) FROM churnwatch.notifications")
-        // Both histories: Production's 60 days, Sandbox's (a Production deployment reads it too) its 30.
-        let expected = try await Self.payloads(flaky, from: Self.asOf.addingTimeInterval(-60 * Self.day), to: Self.asOf)
-            + Self.payloads(flaky, from: Self.asOf.addingTimeInterval(-30 * Self.day + 3600), to: Self.asOf, environment: .sandbox)
+        let expected = try await Self.bothHistories(flaky, asOf: Self.asOf, lookbackDays: 60)
         #expect(recorded == expected.count, "recorded \(recorded), the histories hold \(expected.count)")
         #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.notifications WHERE outcome = 'quarantined'") == 0)
         print("sync cut short \(cutShort) times in \(attempts) attempts, resumed mid-window \(resumedMidWindow) times; \(recorded) notifications")
