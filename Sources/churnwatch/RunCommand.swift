@@ -87,7 +87,12 @@ struct RunCommand: AsyncParsableCommand {
             var outcome: RunOutcome?
             var failure: (any Error)?
             do {
-                let ended = try await engine.run { progress.record($0) }
+                var ended = try await engine.run { progress.record($0) }
+                if case .appleUnavailable(let runId, let detail) = ended, detail.hasPrefix("rate limited"),
+                   let rate = await limiter.allowedRate(RateLimitKey(.subscriptionStatuses, config.environment)) {
+                    // The rate Apple's 429s brought the shared budget down to: one number for the operator.
+                    ended = .appleUnavailable(runId: runId, detail: detail + String(format: "; the status rate had come down to %.1f/s", rate))
+                }
                 outcome = ended
                 progress.finish()
                 if let feed = engine.feedSummary { print(FeedSummaryText.line(feed, what: "change feed")) }
