@@ -47,7 +47,7 @@ extension ChurnStore {
                           auto_renew_product_id, in_billing_retry, grace, intent, price_increase, revocation_date,
                           revocation_reason, offer_type, latest_tx, signed_date, snapshot, history_revision, receipt_latest,
                           environment, base_version)
-                WHERE s.original_transaction_id = u.id AND s.state_version = u.base_version
+                WHERE s.original_transaction_id = u.id AND (s.state_version = u.base_version OR u.base_version < 0)
                   AND (s.signed_date IS NULL OR u.signed_date IS NULL OR s.signed_date <= u.signed_date)
                 RETURNING s.original_transaction_id
             ), rest AS (

@@ -25,6 +25,9 @@ extension PollWrite {
         guard let learned = learnedOriginalTransactionId else { return item }
         var copy = item
         copy.originalTransactionId = learned
+        // Decided from the placeholder's row, written to the learned id's (which may have been
+        // registered already, with a version of its own): a first poll, written whatever it holds.
+        copy.stateVersion = ClaimedItem.anyVersion
         return copy
     }
 }

@@ -26,6 +26,10 @@ public struct ClaimedItem: Sendable {
     /// The version of the stored state this item was read with (`subscriptions.state_version`):
     /// a write decided from it lands only while the row still holds it.
     public var stateVersion: Int64 = 0
+
+    /// A write decided from no stored state of its own row (a receipt's placeholder re-keyed to
+    /// the id it learned): it lands whatever version the row holds.
+    static let anyVersion: Int64 = -1
 }
 
 extension ChurnStore {

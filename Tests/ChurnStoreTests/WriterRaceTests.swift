@@ -48,6 +48,22 @@ struct WriterRaceTests {
         }
     }
 
+    @Test("a receipt's placeholder re-keyed to an id registered already, with a state version of its own, is written (no conflict: it would be polled again forever, its placeholder gone)")
+    func aLearnedIdIsWrittenWhateverItsVersion() async throws {
+        try await FreshDatabase.with { fresh in
+            let (db, run) = try PollStatementsTests.setUp(fresh, ["receipt:abc"])
+            try db.execute("INSERT INTO churnwatch.subscriptions (original_transaction_id, state_version) VALUES ('77', 5)")
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
+            var w = Self.turnedOff("77", seenAt: Self.t0)
+            w.item.originalTransactionId = "receipt:abc"
+            w.learnedOriginalTransactionId = "77"
+            let counts = try await store.pollResultsCommit(runId: run, asOf: Self.t0, detectedAt: Self.t0, [w])
+            #expect(counts.conflicted.isEmpty && counts.polled == 1)
+            #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.subscriptions WHERE original_transaction_id = '77' AND state_version = 6") == 1)
+            #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.run_items WHERE status = 'done'") == 1)
+        }
+    }
+
     @Test("a notification decided before a poll wrote the subscription is decided again by the sync (FeedCounts.conflicted), not written")
     func feedAfterAPollWroteTheSubscription() async throws {
         try await FreshDatabase.with { fresh in
