@@ -204,10 +204,13 @@ public struct FeedSync: Sendable {
         return summary
     }
 
-    /// Five rounds in a row lost to another writer of the same subscriptions.
-    struct FeedConflict: Error, CustomStringConvertible {
-        var subscriptions: Int
-        var description: String { "\(subscriptions) subscriptions kept changing under the change feed's sync: run it again" }
+    /// Five rounds in a row lost to another writer of the same subscriptions (resumable: what
+    /// was committed stays, and the cursor follows it).
+    public struct FeedConflict: Error, CustomStringConvertible {
+        public var subscriptions: Int
+        public var description: String {
+            "\(subscriptions) subscriptions kept changing under the change feed's sync (another process writing them): re-run to resume"
+        }
     }
 
     /// Applies raw signed payloads (`notifications ingest`), batch after batch as `next` gives

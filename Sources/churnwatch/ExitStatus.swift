@@ -2,6 +2,7 @@ import AppStoreServerAPI
 import ArgumentParser
 import ChurnStore
 import Foundation
+import Polling
 
 /// churnwatch's exit codes (docs/contracts.md), as operators and cron wrappers read them.
 enum ExitStatus {
@@ -59,6 +60,8 @@ func classify(_ error: any Error) -> (String, Int32) {
         return (e.description, ExitStatus.configuration)
     case let e as ConfigurationError:
         return (e.description, ExitStatus.configuration)
+    case let e as FeedSync.FeedConflict:
+        return (e.description, ExitStatus.resumable)
     default:
         return ("internal error: \(error)", ExitStatus.bug)
     }
