@@ -58,7 +58,7 @@ public struct NIOHTTPTransport: HTTPTransport {
             outgoing.headers.replaceOrAdd(name: "Content-Length", value: String(body.count))
         }
         do {
-            return try await Self.withDeadline(seconds: max(0.001, request.timeout)) { [client, outgoing] in
+            return try await Self.withDeadline(seconds: max(0.001, request.timeout), on: client.eventLoopGroup.any()) { [client, outgoing] in
                 // AsyncHTTPClient's deadline ends when the response head arrives; this race
                 // also covers the body, so a server dribbling it cannot hold the call.
                 let response = try await client.execute(outgoing, deadline: .now() + .nanoseconds(Int64(max(0.001, request.timeout) * 1e9)))
@@ -101,21 +101,32 @@ extension NIOHTTPTransport {
     /// Runs `exchange` (request, response head and the whole body) within `seconds`: when the
     /// time is up first, `exchange` is cancelled (AsyncHTTPClient then closes the connection) and
     /// ``HTTPTransportError/timeout`` is thrown.
-    static func withDeadline(seconds: TimeInterval, _ exchange: @escaping @Sendable () async throws -> HTTPResponse) async throws -> HTTPResponse {
-        try await withThrowingTaskGroup(of: HTTPResponse?.self) { group in
-            group.addTask { try await exchange() }
-            group.addTask {
-                try await Task.sleep(nanoseconds: UInt64(seconds * 1e9))
-                return nil
-            }
-            defer { group.cancelAll() }
-            guard let first = try await group.next() else { throw HTTPTransportError.timeout }
-            guard let response = first else {
-                if Task.isCancelled { throw CancellationError() }
-                throw HTTPTransportError.timeout
-            }
-            return response
+    ///
+    /// The deadline is a timer on the client's event loop, removed the moment the exchange ends.
+    /// (A `Task.sleep` raced against the exchange held its task and timer for the whole timeout
+    /// after every answer: at 2,000 calls a second and 30 s, 40 MB, issue 29.)
+    static func withDeadline(seconds: TimeInterval, on loop: any EventLoop,
+                             _ exchange: @escaping @Sendable () async throws -> HTTPResponse) async throws -> HTTPResponse {
+        let expired = DeadlineFlag()
+        let task = Task { try await exchange() }
+        let timer = loop.scheduleTask(in: .nanoseconds(Int64(seconds * 1e9))) {
+            expired.set()
+            task.cancel()
         }
+        defer { timer.cancel() }
+        do {
+            return try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+        } catch {
+            if expired.isSet && !Task.isCancelled { throw HTTPTransportError.timeout }
+            throw error
+        }
+    }
+
+    /// Whether a request's deadline passed (set on the event loop, read by the request).
+    private final class DeadlineFlag: Sendable {
+        private let value = Mutex(false)
+        func set() { value.withLock { $0 = true } }
+        var isSet: Bool { value.withLock { $0 } }
     }
 
     /// scheme://host:port of `url`, for messages (never the path: it carries ids).
