@@ -94,9 +94,11 @@ struct LoopbackTransportTests {
     }
 
     @Test func connectionRefusedIsRetryable() async throws {
-        let server = try LoopbackHTTPServer { _ in .init(status: 200) }
-        let url = server.baseURL
-        server.stop()
+        // A port held bound but not listening refuses every connection, and no other test's
+        // server can take it meanwhile (a stopped server's port could be, and then hang).
+        let closed = try ClosedPort()
+        defer { closed.close() }
+        let url = URL(string: "http://127.0.0.1:\(closed.port)")!
         let clock = TestClock()
         let configuration = TestConfiguration.make(pki: try TestPKI(), baseURL: url, retry: RetryPolicy(maxAttempts: 2))
         let client = AppStoreServerAPIClient(configuration: configuration, transport: NIOHTTPTransport.shared, clock: clock, random: { 0 }, logger: .silent)
@@ -128,4 +130,28 @@ struct NIOHTTPTransportDeadlineTests {
         task.cancel()
         await #expect(throws: CancellationError.self) { try await task.value }
     }
+}
+
+/// A loopback TCP port bound and never listened on: connecting to it is refused at once.
+struct ClosedPort {
+    let fd: Int32
+    let port: Int
+
+    init() throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = fd >= 0 && withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { pointer in
+                bind(fd, pointer, length) == 0 && getsockname(fd, pointer, &length) == 0
+            }
+        }
+        guard bound else { throw CocoaError(.fileWriteUnknown) }
+        self.fd = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    func close() { _ = Glibc.close(fd) }
 }

@@ -117,9 +117,15 @@ extension NIOHTTPTransport {
         do {
             return try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
         } catch {
-            if expired.isSet && !Task.isCancelled { throw HTTPTransportError.timeout }
+            // Only the cancellation the deadline caused is a timeout: an error that came first
+            // (a refused connection, late to be handled on a busy machine) is that error.
+            if expired.isSet && !Task.isCancelled && Self.isCancellation(error) { throw HTTPTransportError.timeout }
             throw error
         }
+    }
+
+    static func isCancellation(_ error: any Error) -> Bool {
+        error is CancellationError || (error as? HTTPClientError) == .cancelled
     }
 
     /// Whether a request's deadline passed (set on the event loop, read by the request).
