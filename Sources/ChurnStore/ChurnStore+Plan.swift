@@ -62,15 +62,18 @@ extension ChurnStore {
     /// places where the feed is silent and should not be: a stored period that ended (more than
     /// `feedLag` ago) with no renewal or expiry since, however long ago (a state the first sync
     /// took from an old notification is checked once), and billing trouble with no news for
-    /// `billingNoNewsAfter` in its first `billingDailyFor` (every night), for `lapsed` after
-    /// that, or a grace period that ended unnotified. A subscription the feed keeps current
-    /// is not polled for its dates; `minInterval` keeps a contradiction Apple keeps answering
+    /// `billingNoNewsAfter` in its first `billingDailyFor` and around its end (every night), for
+    /// `lapsed` in between, or a grace period that ended unnotified. A subscription the feed
+    /// keeps current is not polled for its dates; `minInterval` keeps a contradiction Apple keeps answering
     /// (a lagging status) to one poll a night.
     static func feedDueRules(asOf: Date, windows w: PlanWindows) -> [(reason: DueReason, condition: PostgresQuery)] {
         let staleBefore = asOf.addingTimeInterval(-w.staleAfter)
         let ended = asOf.addingTimeInterval(-w.feedLag)
         let noNewsSince = asOf.addingTimeInterval(-w.billingNoNewsAfter)
         let dailyFrom = asOf.addingTimeInterval(-w.billingDailyFor)
+        // The retry's last days: it ends `billingRetryLength` after the failed renewal.
+        let endingFrom = asOf.addingTimeInterval(-w.billingRetryLength - w.billingDailyFor / 3)
+        let endingUntil = asOf.addingTimeInterval(-w.billingRetryLength + w.billingDailyFor / 3)
         let quietSince = asOf.addingTimeInterval(-w.lapsed)
         let recent = asOf.addingTimeInterval(-w.minInterval)
         // Polled, not merely told: a state the feed wrote counts as no poll.
@@ -80,7 +83,8 @@ extension ChurnStore {
             (.failed, "last_outcome = 'failed'"),
             (.billingNoNews, """
                 state IN ('billing_retry', 'grace_period') AND \(notPolled)
-                AND (signed_date IS NULL OR (signed_date < \(noNewsSince) AND expires_at >= \(dailyFrom))
+                AND (signed_date IS NULL
+                     OR (signed_date < \(noNewsSince) AND (expires_at >= \(dailyFrom) OR expires_at BETWEEN \(endingFrom) AND \(endingUntil)))
                      OR signed_date < \(quietSince) OR (state = 'grace_period' AND grace_period_expires_at < \(ended)))
                 """),
             (.periodEndUnnotified, "state = 'active' AND expires_at < \(ended) AND \(notPolled)"),

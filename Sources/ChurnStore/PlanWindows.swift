@@ -32,9 +32,13 @@ public struct PlanWindows: Sendable, Equatable, Codable {
     public var feedLag: TimeInterval = 300
     /// With the feed: billing trouble with no news for this long is polled, so every night in the
     /// first `billingDailyFor` of a retry (when most recoveries come: a recovery or an expiry
-    /// Apple did not notify is seen by the next morning), and then every `lapsed`.
+    /// Apple did not notify is seen by the next morning) and within `billingDailyFor / 3` of its
+    /// end (`billingRetryLength` after the failed renewal, when Apple gives up and the
+    /// subscription expires), and every `lapsed` in between.
     public var billingNoNewsAfter: TimeInterval = 12 * 3600
     public var billingDailyFor: TimeInterval = 15 * 86_400
+    /// How long Apple retries a failed renewal: up to 60 days.
+    public var billingRetryLength: TimeInterval = 60 * 86_400
 
     public init() {}
 
@@ -100,7 +104,7 @@ public enum DueReason: String, Sendable, CaseIterable, Codable {
     case failed
     case billingTrouble = "billing_trouble"
     /// With the feed: billing trouble the feed has said nothing about for `billingNoNewsAfter` (12 h;
-    /// after its first `billingDailyFor`, for `lapsed`), or a grace
+    /// between its first `billingDailyFor` and the days around its end, for `lapsed`), or a grace
     /// period that ended with no notification.
     case billingNoNews = "billing_no_news"
     case atRisk = "at_risk"

@@ -86,7 +86,7 @@ struct FeedStoreTests {
         }
     }
 
-    @Test("planning by the feed: an ended period nobody notified and billing trouble without news for 12 h (in its first 15 days; 3 days after) are due; a subscription the feed keeps current is not; an environment whose feed is not live is planned by the windows")
+    @Test("planning by the feed: an ended period nobody notified and billing trouble without news for 12 h (every night in its first 15 days and around its 60th, every 3 days between) are due; a subscription the feed keeps current is not; an environment whose feed is not live is planned by the windows")
     func feedDueRules() async throws {
         try await FreshDatabase.with { fresh in
             let db = try WinbackQueueTests.migrated(fresh)
@@ -99,6 +99,7 @@ struct FeedStoreTests {
                 ("retry-last-night", "billing_retry", Self.t0 - 5 * Self.day, lastNight, "Production"), // due: every night
                 ("retry-news", "billing_retry", Self.t0 - 5 * Self.day, recentNews, nil), // the feed spoke lately
                 ("retry-old", "billing_retry", Self.t0 - 20 * Self.day, lastNight, nil),  // past its first 15 days: every 3 days
+                ("retry-ending", "billing_retry", Self.t0 - 57 * Self.day, lastNight, nil), // its last days (60 after): every night
                 ("sandbox-ends-soon", "active", Self.t0 + Self.day, recentNews, "Sandbox"), // the windows' while Sandbox's feed is not live
             ]
             for (id, state, expires, signed, environment) in rows {
@@ -113,12 +114,12 @@ struct FeedStoreTests {
             var w = PlanWindows()
             w.feedEnvironments = ["Production", "Sandbox"]
             let byFeed = try await store.planCounts(asOf: asOf, windows: w)
-            #expect(byFeed.byReason == [.periodEndUnnotified: 1, .billingNoNews: 2])
+            #expect(byFeed.byReason == [.periodEndUnnotified: 1, .billingNoNews: 3])
             w.feedEnvironments = ["Production"]
             let mixed = try await store.planCounts(asOf: asOf, windows: w)
-            #expect(mixed.byReason == [.periodEndUnnotified: 1, .billingNoNews: 2, .periodEnd: 1], "\(mixed.byReason)")
+            #expect(mixed.byReason == [.periodEndUnnotified: 1, .billingNoNews: 3, .periodEnd: 1], "\(mixed.byReason)")
             let byWindows = try await store.planCounts(asOf: asOf, windows: PlanWindows())
-            #expect(byWindows.byReason[.periodEndUnnotified] == nil && byWindows.total == 7)
+            #expect(byWindows.byReason[.periodEndUnnotified] == nil && byWindows.total == 8)
         }
     }
 }
