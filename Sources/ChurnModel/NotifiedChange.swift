@@ -23,6 +23,9 @@ public enum NotifiedChange {
         case ("PRICE_INCREASE", "ACCEPTED"): .priceIncreaseAccepted
         // A renewal after a resubscribe Apple never notified: the difference shows the resubscribe.
         case ("DID_RENEW", nil): .renewed
+        // A recovery whose failure Apple never notified: the difference shows a renewal
+        // (`billing_recovered` is not also `renewed`).
+        case ("DID_RENEW", "BILLING_RECOVERY"): .billingRecovered
         case ("SUBSCRIBED", "RESUBSCRIBE"): .resubscribed
         default: nil
         }
@@ -35,6 +38,14 @@ public enum NotifiedChange {
                                   current c: SubscriptionSnapshot, signedDate: Date) -> [ChurnEvent] {
         guard let named, let p = previous, p.state != .unknown, c.state != .unknown,
               !events.contains(where: { $0.type == named }), shows(named, c) else { return events }
+        if named == .billingRecovered, let renewal = events.firstIndex(where: { $0.type == .renewed }) {
+            // Apple calls the renewal a recovery: the failure before it went unnotified. Which
+            // kind of spell it was (grace or retry) nothing says, so only the recovery is logged.
+            var events = events
+            events[renewal].type = .billingRecovered
+            events[renewal].details["notified"] = "true"
+            return events
+        }
         var details: EventDetails = ["product_id": c.productId, "old_state": p.state.rawValue, "new_state": c.state.rawValue,
                                      "occurred_at_basis": "signedDate", "notified": "true"]
         details["in_app_ownership_type"] = c.rawOwnershipType
@@ -51,7 +62,7 @@ public enum NotifiedChange {
         case .planChangeCancelled: c.autoRenewProductId == c.productId
         case .priceIncreasePending: c.rawPriceIncreaseStatus == 0
         case .priceIncreaseAccepted: c.rawPriceIncreaseStatus == 1
-        case .renewed, .resubscribed: c.state == .active
+        case .renewed, .resubscribed, .billingRecovered: c.state == .active
         default: false
         }
     }

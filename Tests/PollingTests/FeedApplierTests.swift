@@ -167,6 +167,33 @@ import Testing
         #expect(Self.events(none).isEmpty)
     }
 
+    @Test("a billing recovery whose failure was never notified: the renewal is logged as the recovery Apple names, not as a renewal")
+    func aRecoveryAfterAnUnnotifiedFailure() {
+        let known = Self.stored(Self.note(Self.uuid(1), "A", at: Self.t0))  // active, the period ends at t0 + 20 d
+        var recovery = Self.note(Self.uuid(2), "A", at: Self.t0 + 22 * Self.day, type: "DID_RENEW", expires: Self.t0 + 50 * Self.day)
+        if case .verified(var v) = recovery.verdict {
+            v.payload.subtype = "BILLING_RECOVERY"
+            v.transaction?.transactionId = "A-2"
+            v.transaction?.webOrderLineItemId = "wA-2"
+            v.transaction?.purchaseDate = EpochMilliseconds(Self.t0 + 20 * Self.day)
+            v.transaction?.rawTransactionReason = "RENEWAL"
+            recovery.verdict = .verified(v)
+        }
+        let plan = FeedApplier().plan([recovery], known: [], stored: ["A": known], establishOnly: false, now: Self.t0date + 20 * 86_400)
+        #expect(Self.events(plan) == ["billing_recovered"])
+        guard case .polled(let p) = plan.batches[0].writes[0].outcome else { Issue.record("not polled"); return }
+        #expect(p.events.first?.occurredAt == EpochMilliseconds(Self.t0 + 20 * Self.day).date)
+        #expect(p.events.first?.details["notified"] == "true")
+        // A plain renewal notification for the same answer stays a renewal.
+        var renewal = recovery
+        if case .verified(var v) = renewal.verdict {
+            v.payload.subtype = nil
+            renewal.verdict = .verified(v)
+        }
+        let plain = FeedApplier().plan([renewal], known: [], stored: ["A": known], establishOnly: false, now: Self.t0date + 20 * 86_400)
+        #expect(Self.events(plain) == ["renewed"])
+    }
+
     @Test func aRejectedPayloadReadAgainIsRejectedAgainButKeptOnce() {
         let bad = { (digest: String) in FeedInput(signedPayload: "x", verdict: .rejected("notThreeParts(1)"), source: .history, digest: digest) }
         let plan = FeedApplier().plan([bad("d1"), bad("d1"), bad("d2"), bad("d3")], known: [], knownRejected: ["d2"], stored: [:],
