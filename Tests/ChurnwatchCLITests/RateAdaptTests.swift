@@ -24,4 +24,19 @@ struct RateAdaptTests {
         // Before the shared rate followed the server, the first 429s slowed it to a crawl.
         #expect(refused >= 0 && refused * 5 < accepted, "\(refused) refused for \(accepted) accepted")
     }
+
+    @Test("a server that keeps refusing past the wait budget: exit 75, resumable, in one line with the rate the run had come down to")
+    func givingUpSaysTheRateItReached() async throws {
+        // One call every 20 s allowed; each call waits for Apple at most 1 s (APPSTORE_MAX_RETRY_WAIT).
+        let world = try await E2E.World.make(subscribers: 40, seed: 17, simFlags: ["--rate", "0.05", "--burst", "1"])
+        defer { world.close() }
+        try world.sim.setClock(E2E.iso(E2E.start))
+        var env = world.env
+        env["APPSTORE_MAX_RETRY_WAIT"] = "1"
+        let r = try await CLIRunner.run(["run", "--as-of", E2E.iso(E2E.start), "--notifications", "off"], environment: env)
+        #expect(r.status == 75, "\(r.stdout) \(r.stderr.suffix(600))")
+        let last = r.stderr.split(separator: "\n").last.map(String.init) ?? ""
+        #expect(last.hasPrefix("churnwatch: resumable: run ") && last.contains("Apple unavailable: rate limited"), "\(last)")
+        #expect(last.range(of: #"the status rate had come down to [0-9.]+/s\)$"#, options: .regularExpression) != nil, "\(last)")
+    }
 }
