@@ -11,8 +11,9 @@ import PackageDescription
 
 let package = Package(
     name: "churnwatch",
-    // macOS 15 for the standard library's `Mutex` (Synchronization), the one lock outside the
-    // run engine; on Linux every Swift 6 toolchain has it.
+    // macOS 15 for the standard library's `Mutex` (Synchronization), the lock of every shared
+    // state here (the run engine's, the HTTP client's, the CLI's signal and progress state); on
+    // Linux every Swift 6 toolchain has it.
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "churnwatch", targets: ["churnwatch"]),
@@ -66,7 +67,6 @@ let package = Package(
             name: "AppStoreServerAPI",
             dependencies: [
                 "AppStoreModels",
-                "ChurnModel",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
@@ -81,9 +81,13 @@ let package = Package(
         // `churnwatch report`: the report's figures and their HTML page, a pure function (no I/O).
         .target(name: "ChurnReport", dependencies: ["ChurnModel"]),
         // All SQL for churnwatch's own tables.
+        // What churnwatch reads from files: the import (CSV or JSON lines) and lines of
+        // notifications, in bounded memory. Foundation only.
+        .target(name: "ChurnInput"),
         .target(
             name: "ChurnStore",
             dependencies: [
+                "ChurnInput",
                 "Postgres",
                 "AppStoreModels",
                 "ChurnModel",
@@ -107,6 +111,7 @@ let package = Package(
             name: "churnwatch",
             dependencies: [
                 "Polling",
+                "ChurnInput",
                 "ChurnStore",
                 "ChurnReport",
                 "AppStoreServerAPI",
@@ -187,9 +192,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),  // the client takes its logger from the caller
             ]
         ),
+        .testTarget(name: "ChurnInputTests", dependencies: ["ChurnInput"]),
         .testTarget(
             name: "ChurnStoreTests",
-            dependencies: ["ChurnStore", "ChurnReport", "ChurnModel", "Postgres", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["ChurnStore", "ChurnInput", "ChurnReport", "ChurnModel", "Postgres", .product(name: "Logging", package: "swift-log")]
         ),
         // The run engine's pure rules (no database, no clock).
         .testTarget(name: "PollingTests", dependencies: ["Polling", "ChurnStore", "ChurnModel", "AppStoreServerAPI", "AppStoreModels"]),

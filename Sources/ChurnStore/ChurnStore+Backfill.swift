@@ -82,16 +82,12 @@ public struct BackfillCohort: Sendable, Equatable {
 
     /// FNV-1a over the sorted ids (an identifier for "the same list", not a security hash).
     static func digest(_ ids: [String]) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        var hash = FNV1a()
         for id in Set(ids).sorted() {
-            for byte in id.utf8 {
-                hash ^= UInt64(byte)
-                hash = hash &* 0x0000_0100_0000_01B3
-            }
-            hash ^= 0x0a
-            hash = hash &* 0x0000_0100_0000_01B3
+            hash.add(id.utf8)
+            hash.add(CollectionOfOne(0x0a))
         }
-        return String(hash, radix: 16)
+        return String(hash.value, radix: 16)
     }
 }
 

@@ -1,3 +1,4 @@
+import ChurnInput
 import Foundation
 import Postgres
 

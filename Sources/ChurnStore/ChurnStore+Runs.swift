@@ -97,26 +97,6 @@ extension ChurnStore {
         }
     }
 
-    /// Any run that is not finished, newest first (for "another run is in progress").
-    public func runFindActive() async throws -> RunRecord? {
-        try await pool.withConnection { db in
-            try db.query("SELECT \(Self.runColumns) FROM churnwatch.runs WHERE finished_at IS NULL ORDER BY id DESC LIMIT 1")
-                .first.map(Self.decodeRun)
-        }
-    }
-
-    public func runGet(_ id: Int64) async throws -> RunRecord? {
-        try await pool.withConnection { db in
-            try db.query("SELECT \(Self.runColumns) FROM churnwatch.runs WHERE id = \(id)").first.map(Self.decodeRun)
-        }
-    }
-
-    public func runLatest() async throws -> RunRecord? {
-        try await pool.withConnection { db in
-            try db.query("SELECT \(Self.runColumns) FROM churnwatch.runs ORDER BY id DESC LIMIT 1").first.map(Self.decodeRun)
-        }
-    }
-
     /// Creates a nightly run and plans its items in one transaction: one `INSERT ... SELECT`
     /// of the due selection (a subscription due for several reasons gets the first). A crash
     /// before COMMIT leaves nothing behind. Returns the run and its counts by reason.
@@ -181,16 +161,6 @@ extension ChurnStore {
                 INSERT INTO churnwatch.run_workers (run_id, worker, stats) VALUES (\(runId), \(worker), \(stats))
                 ON CONFLICT (run_id, worker) DO UPDATE SET seen_at = now(), stats = excluded.stats
                 """)
-        }
-    }
-
-    /// The counters of every worker of a run, with when each was last seen.
-    public func runWorkerStats(runId: Int64) async throws -> [(worker: String, seenAt: Date, startedAt: Date, stats: StoredJSON)] {
-        try await pool.withConnection { db in
-            try db.query("SELECT worker, seen_at, started_at, stats FROM churnwatch.run_workers WHERE run_id = \(runId) ORDER BY worker").map {
-                (try $0.decode(String.self, "worker"), try $0.decode(Date.self, "seen_at"), try $0.decode(Date.self, "started_at"),
-                 try $0.decode(StoredJSON.self, "stats"))
-            }
         }
     }
 

@@ -269,13 +269,9 @@ public struct FeedSync: Sendable {
         return shares.filter { !$0.isEmpty }
     }
 
-    /// FNV-1a of the id's bytes: the same split in every process (Swift's Hasher is seeded per
-    /// process), so what a test checks is what a run does.
-    static func laneHash(_ id: String) -> UInt64 {
-        var h: UInt64 = 0xcbf2_9ce4_8422_2325
-        for b in id.utf8 { h = (h ^ UInt64(b)) &* 0x100_0000_01b3 }
-        return h
-    }
+    /// FNV-1a of the id's bytes: the same split in every process, so what a test checks is what
+    /// a run does.
+    static func laneHash(_ id: String) -> UInt64 { FNV1a.hash(id) }
 
     /// Applies the inbox's unprocessed rows, oldest first, and marks each processed.
     public func drainInbox(now: Date, runId: Int64? = nil) async throws -> FeedSummary {

@@ -20,11 +20,6 @@ extension PostgresConnection {
         try query("SELECT pg_advisory_unlock(\(key))").first?.decode(Bool.self, at: 0) ?? false
     }
 
-    /// Transaction-level lock (released at COMMIT/ROLLBACK); waits until granted.
-    public func transactionAdvisoryLock(_ key: Int64) throws {
-        try execute("SELECT pg_advisory_xact_lock(\(key))")
-    }
-
     /// Transaction-level lock without waiting; true when granted.
     public func tryTransactionAdvisoryLock(_ key: Int64) throws -> Bool {
         try query("SELECT pg_try_advisory_xact_lock(\(key))").first?.decode(Bool.self, at: 0) ?? false

@@ -11,26 +11,26 @@ struct BackfillCommand: AsyncParsableCommand {
         commandName: "backfill",
         abstract: "Poll a cohort of subscriptions now: a run of kind backfill, on the nightly run's queue and Apple budget.",
         discussion: """
-            Cohort selectors combine (AND): --product, --group, --purchased-from/--purchased-to, --ids,
-            --segment, --environment; --all selects every registered subscription (with other selectors
+            Cohort selectors combine (AND): --product, --group, --purchased-from/--purchased-to, --ids, \
+            --segment, --environment; --all selects every registered subscription (with other selectors \
             it adds nothing: --all --environment Sandbox is every Sandbox subscription).
-            Product, group and original purchase date are known only after a first successful poll:
-            never-polled subscriptions have none, so those selectors leave them out (--segment unknown,
+            Product, group and original purchase date are known only after a first successful poll: \
+            never-polled subscriptions have none, so those selectors leave them out (--segment unknown, \
             --ids, --environment and --all include them; the nightly run polls them anyway as "new").
-            --purchased-from/--purchased-to compare Apple's original purchase date in [from, to); a date
+            --purchased-from/--purchased-to compare Apple's original purchase date in [from, to); a date \
             alone means its midnight UTC (January: --purchased-from 2026-01-01 --purchased-to 2026-02-01).
 
-            Budget: a backfill draws from the same shared Apple budget as every other process, so together
-            they never exceed the configured rate. While a nightly run is active (its owner holds the
-            nightly lock), the backfill keeps to --nightly-share of the rate (default 0.2: at most 20 %, so
+            Budget: a backfill draws from the same shared Apple budget as every other process, so together \
+            they never exceed the configured rate. While a nightly run is active (its owner holds the \
+            nightly lock), the backfill keeps to --nightly-share of the rate (default 0.2: at most 20 %, so \
             the night keeps at least 80 %); otherwise it uses all of it.
 
-            One backfill at a time (a lock of its own, separate from the nightly run's). A stopped backfill
-            (crash, SIGTERM, --max-duration, Apple or PostgreSQL unavailable) is resumed by running the same
-            command again or `churnwatch backfill --resume`; a backfill of another cohort is refused (exit 75)
-            until it is done. SIGTERM or SIGINT stops claiming, finishes in-flight work within
+            One backfill at a time (a lock of its own, separate from the nightly run's). A stopped backfill \
+            (crash, SIGTERM, --max-duration, Apple or PostgreSQL unavailable) is resumed by running the same \
+            command again or `churnwatch backfill --resume`; a backfill of another cohort is refused (exit 75) \
+            until it is done. SIGTERM or SIGINT stops claiming, finishes in-flight work within \
             --shutdown-grace, commits and exits 75 ("resumable: run N"); a second signal exits at once.
-            Exit codes as `run`: 0 done, 75 stopped early but resumable, 78 bad configuration,
+            Exit codes as `run`: 0 done, 75 stopped early but resumable, 78 bad configuration, \
             69 a dependency unreachable at start, 1 a bug.
             """
     )

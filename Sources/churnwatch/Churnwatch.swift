@@ -8,7 +8,7 @@ struct Churnwatch: AsyncParsableCommand {
         abstract: "Polls Apple's App Store Server API for subscriptions near the start or end of their period and writes churn segments, events and win-back queues to PostgreSQL.",
         discussion: """
             Configuration comes from environment variables (DATABASE_URL, APPSTORE_*); flags override them.
-            Exit codes: 0 done, 75 stopped early but resumable, 78 bad configuration,
+            Exit codes: 0 done, 75 stopped early but resumable, 78 bad configuration, \
             69 a dependency (database, Apple) unreachable at start, 1 a bug.
             """,
         subcommands: [

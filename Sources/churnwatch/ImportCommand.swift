@@ -1,4 +1,5 @@
 import ArgumentParser
+import ChurnInput
 import ChurnStore
 import Foundation
 import Logging
@@ -8,7 +9,7 @@ struct ImportCommand: AsyncParsableCommand {
         commandName: "import",
         abstract: "Register subscriptions from a CSV or JSON-lines file (idempotent).",
         discussion: """
-            CSV needs a header naming original_transaction_id,app_account_token,customer_ref,environment[,receipt_data]
+            CSV needs a header naming original_transaction_id,app_account_token,customer_ref,environment[,receipt_data] \
             (any order; only original_transaction_id is required). JSON lines use the same keys.
             Bad lines are reported with their line number and skipped; the rest are imported.
             Subscriptions already registered are left unchanged. Exits 65 when nothing could be imported.

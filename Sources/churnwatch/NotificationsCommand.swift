@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import ArgumentParser
+import ChurnInput
 import ChurnStore
 import Foundation
 import Logging
@@ -39,7 +40,7 @@ struct NotificationsSyncCommand: AsyncParsableCommand {
         commandName: "sync",
         abstract: "Sync Apple's notification history since the stored cursor, and the inbox, alone (cron every few minutes gives same-hour save offers).",
         discussion: """
-            Safe beside a nightly run and repeatable: notifications are deduplicated on their notificationUUID, and a
+            Safe beside a nightly run and repeatable: notifications are deduplicated on their notificationUUID, and a \
             sync cut short resumes from its last stored page. Another sync in progress: exits 0 saying so.
             Apple not answering (outage, rate limit past the wait budget): the cursor stays, exit 75.
             Apple refusing the key: exit 69. See docs/contracts.md "Change feed".
@@ -103,8 +104,8 @@ struct NotificationsIngestCommand: AsyncParsableCommand {
         commandName: "ingest",
         abstract: "Apply notifications an app's own server stored: lines of {\"signedPayload\": \"...\"} or bare JWS (idempotent), then the inbox.",
         discussion: """
-            Each notification is verified (chain, bundle id, app Apple id in Production, environment, and its inner signed
-            transaction and renewal info); one that fails is quarantined with the reason and changes nothing. Repeats
+            Each notification is verified (chain, bundle id, app Apple id in Production, environment, and its inner signed \
+            transaction and renewal info); one that fails is quarantined with the reason and changes nothing. Repeats \
             (by notificationUUID) are counted as duplicates. Blank lines are skipped.
             Exits 65 when the input held lines but none verified as a notification of this app.
             """
@@ -137,12 +138,14 @@ struct NotificationsIngestCommand: AsyncParsableCommand {
             }
             let now = Date()
             let context = try await FeedContext.open(global: global, apple: apple, options: feedOptions, asOf: now, logger: logger)
-            var reader = LineReader(handle)
+            var reader = LineReader(handle: handle)
             let batchSize = context.feed.settings.batchSize
             var first = true
             let summary = try await context.feed.ingest(now: now) { () throws -> [String]? in
                 var lines: [String] = []
-                while lines.count < batchSize, var line = try reader.next() {
+                while lines.count < batchSize, let (_, read) = try reader.next() {
+                    guard case .bytes(let bytes) = read else { continue }  // no limit: never too long
+                    var line = bytes[...]
                     if first {
                         // A UTF-8 byte order mark (as some editors and Windows tools write) is no part of the payload.
                         first = false
@@ -216,43 +219,5 @@ enum NotificationLine {
     static func isJWSByte(_ b: UInt8) -> Bool {
         (0x41...0x5A).contains(b) || (0x61...0x7A).contains(b) || (0x30...0x39).contains(b)
             || b == UInt8(ascii: "-") || b == UInt8(ascii: "_") || b == UInt8(ascii: ".")
-    }
-}
-
-/// Lines of a file as bytes, read in 64 KiB chunks (a day's notifications need not fit in
-/// memory); each line is valid until the next call.
-struct LineReader {
-    private let handle: FileHandle
-    private var buffer: [UInt8] = []
-    private var start = 0
-    private var done = false
-
-    init(_ handle: FileHandle) { self.handle = handle }
-
-    mutating func next() throws -> ArraySlice<UInt8>? {
-        var scanned = start
-        while true {
-            if let nl = Self.newline(in: buffer, from: scanned) {
-                defer { start = nl + 1 }
-                return buffer[start..<nl]
-            }
-            if done {
-                guard start < buffer.count else { return nil }
-                defer { start = buffer.count }
-                return buffer[start...]
-            }
-            buffer.removeSubrange(0..<start)
-            start = 0
-            scanned = buffer.count
-            if let chunk = try handle.read(upToCount: 1 << 16), !chunk.isEmpty { buffer.append(contentsOf: chunk) } else { done = true }
-        }
-    }
-
-    /// The index of the first line feed at or after `from` (memchr: lines are kilobytes long).
-    private static func newline(in buffer: [UInt8], from: Int) -> Int? {
-        buffer.withUnsafeBufferPointer { b in
-            guard from < b.count, let base = b.baseAddress, let hit = memchr(base + from, 0x0A, b.count - from) else { return nil }
-            return base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
-        }
     }
 }

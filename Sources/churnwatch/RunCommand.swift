@@ -15,12 +15,12 @@ struct RunCommand: AsyncParsableCommand {
         discussion: """
             A second `run` while one is in progress exits 0 with "another run is in progress: run N".
             A run in which every poll failed (at least 10, not counting ids Apple does not know) prints its summary and exits 69.
-            An unfinished earlier run (crash, SIGTERM, time budget, Apple outage) is resumed, not restarted. Every night
-            (UTC day of --as-of) gets its own run: when the unfinished run is of an earlier night, tonight's is planned
+            An unfinished earlier run (crash, SIGTERM, time budget, Apple outage) is resumed, not restarted. Every night \
+            (UTC day of --as-of) gets its own run: when the unfinished run is of an earlier night, tonight's is planned \
             at once, the earlier one is finished (and writes its segment_daily day), then tonight's is worked.
-            SIGTERM or SIGINT stops claiming, finishes in-flight work, commits and exits 75 ("resumable: run N");
+            SIGTERM or SIGINT stops claiming, finishes in-flight work, commits and exits 75 ("resumable: run N"); \
             a second signal exits at once.
-            PostgreSQL going away mid-run: each claim and commit is retried for up to 2 minutes (2 to 3 minutes of outage
+            PostgreSQL going away mid-run: each claim and commit is retried for up to 2 minutes (2 to 3 minutes of outage \
             in all, polls first waiting for budget tokens up to APPSTORE_MAX_RETRY_WAIT), then exit 75.
             --join works the nightly run only (a backfill is joined with `backfill --join`). See docs/robustness.md.
             """

@@ -96,7 +96,10 @@ struct WinbackCommand: AsyncParsableCommand {
 
                 Fields: id, original_transaction_id, app_account_token, customer_ref, campaign, product_id, \
                 reason, offer_ids, not_before, expires_at, episode, status, claimed_by, claimed_at, claim_expires_at, \
-                created_at, offer_id, holdout, outcome, outcome_reason, outcome_at, and offer: for an entry with a                 promotional offer, {"offer_id", "product_id", "key_id", "nonce", "timestamp", "signature", "jws"}                 signed now with a fresh nonce (good for 24 hours; claim again for a fresh one), else null                 (times in ISO 8601 UTC; absent values are null).
+                created_at, offer_id, holdout, outcome, outcome_reason, outcome_at, and offer: for an entry with a \
+                promotional offer, {"offer_id", "product_id", "key_id", "nonce", "timestamp", "signature", "jws"} \
+                signed now with a fresh nonce (good for 24 hours; claim again for a fresh one), else null \
+                (times in ISO 8601 UTC; absent values are null).
                 """
         )
 
@@ -114,7 +117,7 @@ struct WinbackCommand: AsyncParsableCommand {
         @Option(name: .customLong("lease"), parsing: .unconditional, help: ArgumentHelp("How long the claim holds before others may take the entries (e.g. 15m, 1h).", valueName: "duration"))
         var lease = "15m"
 
-        @Option(name: .customLong("as-of"), help: ArgumentHelp("The moment to claim at, ISO 8601 (default: now).", valueName: "time"))
+        @Option(name: .customLong("as-of"), help: ArgumentHelp("The moment to claim at, ISO 8601 (default: now); offers are still signed at the real time, as Apple requires.", valueName: "time"))
         var asOf: String?
 
         func run() async throws {
@@ -137,7 +140,9 @@ struct WinbackCommand: AsyncParsableCommand {
                 for entry in claim.entries {
                     var json = WinbackQueueEntryJSON(entry)
                     json.withOffer = true
-                    if let signer { json.offer = try OffersCommand.sign(entry, signer, now: at).map(SignedOfferJSON.init) }
+                    // Signed at the wall clock's time, whatever --as-of says: Apple accepts a
+                    // signature for 24 hours after its timestamp, in real time.
+                    if let signer { json.offer = try OffersCommand.sign(entry, signer, now: Date()).map(SignedOfferJSON.init) }
                     print(try JSONOutput.line(json))
                 }
             }

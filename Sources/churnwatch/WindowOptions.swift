@@ -62,7 +62,7 @@ func durationSetting(flag: String, variable: String, value: String?, environment
 /// A duration flag or setting (`3d`, `12h`, `90m`, `45s`), or one line naming it: not a duration,
 /// negative, zero when it must be `positive`, or longer than 100 years (exit 78).
 func parseDurationSetting(_ name: String, _ text: String, positive: Bool = false) throws -> TimeInterval {
-    switch PlanWindows.checkedDuration(text) {
+    switch Durations.checked(text) {
     case .success(let d):
         guard !positive || d > 0 else { throw CLIError.configuration("\(name) \"\(text)\" is zero: it must be a positive duration (e.g. 15m)") }
         return d

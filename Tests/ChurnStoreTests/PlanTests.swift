@@ -95,29 +95,4 @@ struct PlanTests {
             #expect(reltuples == Double(run.due))
         }
     }
-
-    @Test("durations parse as the CLI takes them", arguments: [
-        ("3d", 259_200.0), ("12h", 43_200.0), ("90m", 5400.0), ("45s", 45.0), ("600", 600.0), ("1.5d", 129_600.0),
-    ])
-    func durations(text: String, seconds: Double) {
-        #expect(PlanWindows.parseDuration(text) == seconds)
-    }
-
-    @Test("bad durations are refused", arguments: ["", "d", "-3d", "three days", "3w"])
-    func badDurations(text: String) {
-        #expect(PlanWindows.parseDuration(text) == nil)
-    }
-
-    @Test("durations: bounded to 100 years, negative ones named as such (issue 18 items 5, 11)")
-    func durations() {
-        #expect(PlanWindows.parseDuration("3d") == 3 * Self.day)
-        #expect(PlanWindows.parseDuration("36500d") == 36_500 * Self.day)
-        #expect(PlanWindows.parseDuration("36501d") == nil)
-        #expect(PlanWindows.parseDuration("99999999999d") == nil)
-        #expect(PlanWindows.parseDuration("1e308d") == nil, "finite value, infinite product")
-        #expect(PlanWindows.checkedDuration("99999999999d") == .failure(.tooLong))
-        #expect(PlanWindows.checkedDuration("-5m") == .failure(.negative))
-        #expect(PlanWindows.checkedDuration("soon") == .failure(.notADuration))
-        #expect(PlanWindows.checkedDuration("90m") == .success(5400))
-    }
 }

@@ -1,3 +1,4 @@
+import ChurnInput
 @testable import ChurnStore
 import Foundation
 import Postgres

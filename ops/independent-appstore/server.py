@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An independent App Store Server API, written from ../../../shared/docs/app-store-api.md only.
+"""An independent App Store Server API, written only from a fact sheet of Apple's documentation (docs/apple-api.md).
 
 It is NOT the project's Swift simulator and shares no code or assumptions with it on purpose:
 its own PKI, its own request-JWT checks, its own world model and its own wire habits (legal

@@ -17,6 +17,12 @@ struct ImportByteReader {
 
     static let chunkSize = 1 << 16
 
+    /// Bytes of an open file (standard input, say), read to its end.
+    init(handle: FileHandle) {
+        self.handle = handle
+        dataIndex = 0
+    }
+
     init(_ source: ImportSource) throws {
         switch source {
         case .data(let d):
@@ -74,6 +80,35 @@ struct ImportByteReader {
         }
         index = 1
         return buffer[0]
+    }
+
+    /// The bytes up to the next newline (consumed, not returned), or to the end; nil at the end.
+    /// More than `maxBytes` of them are not kept: the rest of the line is passed over and the
+    /// answer is `.tooLong`. The buffer is searched with memchr, not byte by byte.
+    mutating func line(maxBytes: Int) throws -> LineReader.Line? {
+        var out: [UInt8] = []
+        var started = false
+        while true {
+            if index >= buffer.count {
+                guard try next() != nil else { return started ? .bytes(out) : nil }
+                index = 0  // the chunk just read: from its first byte
+            }
+            started = true
+            let start = index
+            let found: Int? = buffer.withUnsafeBufferPointer { p in
+                guard let base = p.baseAddress, let hit = memchr(base + start, 0x0A, p.count - start) else { return nil }
+                return base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
+            }
+            let end = found ?? buffer.count
+            guard end - start <= maxBytes - out.count else {
+                index = end
+                if found == nil { try skipPastNewline() } else { index += 1 }
+                return .tooLong
+            }
+            out.append(contentsOf: buffer[start..<end])
+            index = found.map { $0 + 1 } ?? buffer.count
+            if found != nil { return .bytes(out) }
+        }
     }
 
     /// Consumes everything up to and including the next newline (or to the end), a buffer at a
@@ -225,35 +260,32 @@ struct CSVReader {
     }
 }
 
-/// Lines of a JSON-lines stream, each at most `maxLineBytes` (longer ones are skipped, not kept).
-struct LineReader {
-    enum Line {
+/// Lines of a byte stream (an import's JSON lines, a file of notifications), each at most
+/// `maxLineBytes` (longer ones are skipped, not kept).
+public struct LineReader {
+    public enum Line: Sendable {
         case bytes([UInt8])
         case tooLong
     }
 
     private var bytes: ImportByteReader
-    let maxLineBytes: Int
-    private(set) var line = 0
+    public let maxLineBytes: Int
+    public private(set) var line = 0
 
     init(_ bytes: ImportByteReader, maxLineBytes: Int) {
         self.bytes = bytes
         self.maxLineBytes = maxLineBytes
     }
 
-    mutating func next() throws -> (Int, Line)? {
-        guard var c = try bytes.next() else { return nil }
+    /// The lines of an open file (standard input, say), in 64 KiB reads.
+    public init(handle: FileHandle, maxLineBytes: Int = .max) {
+        self.init(ImportByteReader(handle: handle), maxLineBytes: maxLineBytes)
+    }
+
+    /// The next line's number and bytes (without its newline), or nil at the end.
+    public mutating func next() throws -> (Int, Line)? {
+        guard let read = try bytes.line(maxBytes: maxLineBytes) else { return nil }
         line += 1
-        var out: [UInt8] = []
-        while c != 0x0A {
-            if out.count == maxLineBytes {
-                try bytes.skipPastNewline()
-                return (line, .tooLong)
-            }
-            out.append(c)
-            guard let n = try bytes.next() else { break }
-            c = n
-        }
-        return (line, .bytes(out))
+        return (line, read)
     }
 }

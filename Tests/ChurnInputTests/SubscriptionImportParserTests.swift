@@ -1,4 +1,4 @@
-import ChurnStore
+import ChurnInput
 import Foundation
 import Testing
 
