@@ -39,78 +39,8 @@ import Testing
     /// Every behaviour of the population occurs at a plausible rate (printed for docs/simulator.md).
     @Test func behavioursOccurAtPlausibleRates() {
         let p = Population(config: PopulationConfig(subscribers: 10_000, seed: 1, start: Self.start))
-        var has: [String: Int] = [:]
-        var count: [String: Int] = [:]
-        var recoveryDelays: [Int64] = []
-        var offTimings = (early: 0, late: 0, other: 0)
-        for i in 0..<p.count {
-            var seen: Set<String> = []
-            func mark(_ k: String) {
-                seen.insert(k)
-                count[k, default: 0] += 1
-            }
-            let tl = Array(p.timeline(i))
-            var periodStart = tl[0].time
-            var periodEnd = SimSchedule.expires(
-                purchase: periodStart, unit: p.catalog.products[Int(tl[0].a)].unit, offer: SimOffer(rawValue: tl[0].b)!)
-            var failureAt: Int64?
-            for e in tl {
-                if e.createsTransaction {
-                    let offer = SimOffer(rawValue: e.b)!
-                    switch offer {
-                    case .freeTrial: mark("free_trial")
-                    case .introPayAsYouGo: mark("intro_offer")
-                    case .promotional: mark("promotional_offer")
-                    case .winBack: mark("win_back_offer")
-                    case .offerCode: mark("offer_code")
-                    case .none: break
-                    }
-                    periodStart = e.time
-                    periodEnd = SimSchedule.expires(purchase: e.time, unit: p.catalog.products[Int(e.a)].unit, offer: offer)
-                }
-                switch e.kind {
-                case .renewal: mark("renewal")
-                case .autoRenewOff:
-                    mark("auto_renew_off")
-                    let len = periodEnd - periodStart
-                    if e.time - periodStart <= min(2 * SimTime.day, len / 4) {
-                        offTimings.early += 1
-                    } else if periodEnd - e.time <= min(5 * SimTime.day, len * 3 / 10) {
-                        offTimings.late += 1
-                    } else {
-                        offTimings.other += 1
-                    }
-                case .autoRenewOn: mark("auto_renew_back_on")
-                case .billingFailure:
-                    mark("billing_failure")
-                    failureAt = e.time
-                    if e.d > 0 { mark("grace_\(e.d)d") }
-                case .recovery:
-                    mark("billing_recovered")
-                    if let f = failureAt { recoveryDelays.append(e.time - f) }
-                case .graceExpired: mark("grace_expired")
-                case .expire: mark("expired_intent_\(e.a)")
-                case .refund: mark("refund")
-                case .refundReversed: mark("refund_reversed")
-                case .familyRevoke: mark("family_revoke")
-                case .upgrade: mark("upgrade")
-                case .planChangeScheduled: mark("plan_change_scheduled")
-                case .planChangeCancelled: mark("plan_change_cancelled")
-                case .priceIncreaseNotified: mark(e.a == 1 ? "price_increase_consent" : "price_increase_no_consent")
-                case .priceIncreaseAccepted: mark("price_increase_accepted")
-                case .resubscribe: mark("resubscribe")
-                case .purchase: break
-                }
-            }
-            let r = p.records[i]
-            if r.flags.contains(.familyShared) { seen.insert("family_shared") }
-            if r.flags.contains(.sandbox) { seen.insert("sandbox") }
-            if r.flags.contains(.receipt) { seen.insert("receipt_data") }
-            if r.partner >= 0 { seen.insert("both_groups") }
-            let s = p.state(i, at: Self.start + 200 * SimTime.day)
-            if s.autoRenewProduct != s.latest.product || s.latest.product != Int(tl[0].a) { seen.insert("product_changed") }
-            for k in seen { has[k, default: 0] += 1 }
-        }
+        let tally = BehaviourTally(p, productsAt: Self.start + 200 * SimTime.day)
+        let (has, count, recoveryDelays, offTimings) = (tally.has, tally.count, tally.recoveryDelays, tally.offTimings)
         let n = Double(p.count)
         var lines: [String] = []
         for k in has.keys.sorted() {
@@ -158,5 +88,91 @@ import Testing
         #expect(fastShare > 0.6 && fastShare < 0.95)
         #expect(recoveryDelays.allSatisfy { $0 > 0 && $0 <= 60 * SimTime.day })
         #expect(Double(offTimings.early + offTimings.late) / offTotal > 0.7)
+    }
+}
+
+/// What `behavioursOccurAtPlausibleRates` counts over a population: per behaviour, the
+/// subscribers who show it (`has`) and its occurrences (`count`).
+struct BehaviourTally {
+    var has: [String: Int] = [:]
+    var count: [String: Int] = [:]
+    var recoveryDelays: [Int64] = []
+    var offTimings = (early: 0, late: 0, other: 0)
+    private var seen: Set<String> = []
+
+    init(_ p: Population, productsAt: Int64) {
+        for i in 0..<p.count { add(i, p, productsAt: productsAt) }
+    }
+
+    private mutating func mark(_ k: String) {
+        seen.insert(k)
+        count[k, default: 0] += 1
+    }
+
+    private mutating func add(_ i: Int, _ p: Population, productsAt: Int64) {
+        seen = []
+        let tl = Array(p.timeline(i))
+        var period = (start: tl[0].time, end: SimSchedule.expires(
+            purchase: tl[0].time, unit: p.catalog.products[Int(tl[0].a)].unit, offer: SimOffer(rawValue: tl[0].b)!))
+        var failureAt: Int64?
+        for e in tl {
+            if e.createsTransaction {
+                let offer = SimOffer(rawValue: e.b)!
+                switch offer {
+                case .freeTrial: mark("free_trial")
+                case .introPayAsYouGo: mark("intro_offer")
+                case .promotional: mark("promotional_offer")
+                case .winBack: mark("win_back_offer")
+                case .offerCode: mark("offer_code")
+                case .none: break
+                }
+                period = (e.time, SimSchedule.expires(purchase: e.time, unit: p.catalog.products[Int(e.a)].unit, offer: offer))
+            }
+            mark(e, period: period, failureAt: &failureAt)
+        }
+        let r = p.records[i]
+        if r.flags.contains(.familyShared) { seen.insert("family_shared") }
+        if r.flags.contains(.sandbox) { seen.insert("sandbox") }
+        if r.flags.contains(.receipt) { seen.insert("receipt_data") }
+        if r.partner >= 0 { seen.insert("both_groups") }
+        let s = p.state(i, at: productsAt)
+        if s.autoRenewProduct != s.latest.product || s.latest.product != Int(tl[0].a) { seen.insert("product_changed") }
+        for k in seen { has[k, default: 0] += 1 }
+    }
+
+    private mutating func mark(_ e: TimelineEvent, period: (start: Int64, end: Int64), failureAt: inout Int64?) {
+        switch e.kind {
+        case .renewal: mark("renewal")
+        case .autoRenewOff:
+            mark("auto_renew_off")
+            let len = period.end - period.start
+            if e.time - period.start <= min(2 * SimTime.day, len / 4) {
+                offTimings.early += 1
+            } else if period.end - e.time <= min(5 * SimTime.day, len * 3 / 10) {
+                offTimings.late += 1
+            } else {
+                offTimings.other += 1
+            }
+        case .autoRenewOn: mark("auto_renew_back_on")
+        case .billingFailure:
+            mark("billing_failure")
+            failureAt = e.time
+            if e.d > 0 { mark("grace_\(e.d)d") }
+        case .recovery:
+            mark("billing_recovered")
+            if let f = failureAt { recoveryDelays.append(e.time - f) }
+        case .graceExpired: mark("grace_expired")
+        case .expire: mark("expired_intent_\(e.a)")
+        case .refund: mark("refund")
+        case .refundReversed: mark("refund_reversed")
+        case .familyRevoke: mark("family_revoke")
+        case .upgrade: mark("upgrade")
+        case .planChangeScheduled: mark("plan_change_scheduled")
+        case .planChangeCancelled: mark("plan_change_cancelled")
+        case .priceIncreaseNotified: mark(e.a == 1 ? "price_increase_consent" : "price_increase_no_consent")
+        case .priceIncreaseAccepted: mark("price_increase_accepted")
+        case .resubscribe: mark("resubscribe")
+        case .purchase: break
+        }
     }
 }

@@ -87,17 +87,7 @@ struct NightlyRunEndToEndTests {
         defer { world.close() }
         let db = try world.connect()
         let allTruth = try world.sim.events(from: Self.iso(Self.start.addingTimeInterval(-800 * Self.day)), to: Self.iso(Self.start.addingTimeInterval(15 * Self.day)))
-        var truthByOtid: [String: [(Date, SimulatorProcess.TruthEvent)]] = [:]
-        for e in allTruth {
-            guard let t = Self.parse(e.occurred_at) else { continue }
-            truthByOtid[e.original_transaction_id, default: []].append((t, e))
-        }
-        var lastPolled: [String: Date] = [:]
-        var totals = (ours: 0, truePositive: 0, observable: 0, found: 0, segmentsChecked: 0)
-        var falsePositives: [String] = []
-        var missed: [String] = []
-        var segmentMismatches: [String] = []
-
+        var card = Scorecard(truth: allTruth)
         for night in 0..<14 {
             let asOf = Self.start.addingTimeInterval(Double(night) * Self.day)
             let r = try await world.night(asOf, extra: ["--status-rate", "5000", "--history-rate", "5000", "--concurrency", "32"])
@@ -109,52 +99,29 @@ struct NightlyRunEndToEndTests {
                 """).map { try $0.decode(String.self, at: 0) })
             let failed = try db.query("SELECT count(*) FROM churnwatch.run_items WHERE run_id = \(runId) AND status <> 'done'")[0].decode(Int.self, at: 0)
             #expect(failed == 0, "night \(night): \(failed) items not done")
-
             var ours: [String: [String]] = [:]
             for row in try db.query("SELECT original_transaction_id, event FROM churnwatch.churn_events WHERE run_id = \(runId)") {
                 ours[try row.decode(String.self, at: 0), default: []].append(try row.decode(String.self, at: 1))
             }
-            for otid in polled {
-                let mine = ours[otid] ?? []
-                guard let since = lastPolled[otid] else {
-                    // The first poll is a baseline: no events.
-                    #expect(mine.isEmpty, "baseline poll of \(otid) wrote \(mine)")
-                    continue
-                }
-                let between = (truthByOtid[otid] ?? []).filter { $0.0 > since && $0.0 <= asOf }.map(\.1)
-                let trueKinds = Set(between.map(\.event))
-                let expected = Self.observable(between)
-                totals.ours += mine.count
-                for e in mine {
-                    if trueKinds.contains(e) { totals.truePositive += 1 } else { falsePositives.append("night \(night) \(otid) \(e) (truth: \(between.map(\.event)))") }
-                }
-                totals.observable += expected.count
-                for e in expected {
-                    if mine.contains(e) { totals.found += 1 } else { missed.append("night \(night) \(otid) \(e) (ours: \(mine), truth: \(between.map(\.event)))") }
-                }
-            }
-            let truth = try world.sim.truth(at: Self.iso(asOf))
-            for row in try db.query("""
+            card.scoreEvents(night: night, asOf: asOf, polled: polled, ours: ours)
+            let segments = try db.query("""
                 SELECT original_transaction_id, segment FROM churnwatch.subscription_segments
                 WHERE original_transaction_id = ANY(\(Array(polled)))
-                """) {
-                let otid = try row.decode(String.self, at: 0)
-                let segment = try row.decode(String.self, at: 1)
-                totals.segmentsChecked += 1
-                if let t = truth[otid], t.segment != segment {
-                    segmentMismatches.append("night \(night) \(otid): ours \(segment), truth \(t.segment)")
-                }
-            }
-            for otid in polled { lastPolled[otid] = asOf }
+                """).map { (try $0.decode(String.self, at: 0), try $0.decode(String.self, at: 1)) }
+            card.scoreSegments(night: night, segments, truth: try world.sim.truth(at: Self.iso(asOf)))
         }
-        print("end-to-end: \(totals.ours) events written, \(totals.truePositive) true; \(totals.observable) observable true changes, \(totals.found) found; \(totals.segmentsChecked) segments checked")
-        #expect(falsePositives.isEmpty, "false positives: \(falsePositives.prefix(15))")
-        #expect(missed.isEmpty, "missed: \(missed.prefix(15))")
-        #expect(segmentMismatches.isEmpty, "segments: \(segmentMismatches.prefix(15))")
-        #expect(totals.found > 50, "too few observable changes to mean anything: \(totals.found)")
+        print("end-to-end: \(card.ours) events written, \(card.truePositive) true; \(card.observable) observable true changes, \(card.found) found; \(card.segmentsChecked) segments checked")
+        #expect(card.baselineEvents.isEmpty, "baseline polls wrote events: \(card.baselineEvents.prefix(15))")
+        #expect(card.falsePositives.isEmpty, "false positives: \(card.falsePositives.prefix(15))")
+        #expect(card.missed.isEmpty, "missed: \(card.missed.prefix(15))")
+        #expect(card.segmentMismatches.isEmpty, "segments: \(card.segmentMismatches.prefix(15))")
+        #expect(card.found > 50, "too few observable changes to mean anything: \(card.found)")
+        try Self.checkWinbackEntries(db)
+    }
 
-        // Win-back entries: never two for one episode (the unique index), and every live entry's
-        // campaign is the one its subscription's current segment asks for.
+    /// Win-back entries: never two for one episode (the unique index), and every live entry's
+    /// campaign is the one its subscription's current segment asks for.
+    static func checkWinbackEntries(_ db: PostgresConnection) throws {
         let wrongCampaign = try db.query("""
             SELECT w.original_transaction_id, w.campaign, g.segment
             FROM churnwatch.winback_queue w JOIN churnwatch.subscription_segments g USING (original_transaction_id)
@@ -168,5 +135,56 @@ struct NightlyRunEndToEndTests {
         let liveByCampaign = try db.query("SELECT campaign, count(*) FROM churnwatch.winback_queue WHERE status = 'pending' GROUP BY 1")
         #expect(liveByCampaign.count >= 3, "expected live entries in most campaigns")
         #expect(try db.query("SELECT count(*) FROM churnwatch.segment_daily")[0].decode(Int.self, at: 0) > 0)
+    }
+}
+
+/// What the nightly end-to-end test found against the simulator's truth, night by night: every
+/// event churnwatch wrote must be a true change since the subscription's previous poll, and every
+/// observable true change must be written.
+struct Scorecard {
+    var ours = 0, truePositive = 0, observable = 0, found = 0, segmentsChecked = 0
+    var falsePositives: [String] = [], missed: [String] = [], segmentMismatches: [String] = [], baselineEvents: [String] = []
+    private var lastPolled: [String: Date] = [:]
+    private let truthByOtid: [String: [(Date, SimulatorProcess.TruthEvent)]]
+
+    init(truth: [SimulatorProcess.TruthEvent]) {
+        var byOtid: [String: [(Date, SimulatorProcess.TruthEvent)]] = [:]
+        for e in truth {
+            guard let t = NightlyRunEndToEndTests.parse(e.occurred_at) else { continue }
+            byOtid[e.original_transaction_id, default: []].append((t, e))
+        }
+        truthByOtid = byOtid
+    }
+
+    mutating func scoreEvents(night: Int, asOf: Date, polled: Set<String>, ours: [String: [String]]) {
+        for otid in polled {
+            let mine = ours[otid] ?? []
+            guard let since = lastPolled[otid] else {
+                // The first poll is a baseline: no events.
+                if !mine.isEmpty { baselineEvents.append("night \(night) \(otid) \(mine)") }
+                continue
+            }
+            let between = (truthByOtid[otid] ?? []).filter { $0.0 > since && $0.0 <= asOf }.map(\.1)
+            let trueKinds = Set(between.map(\.event))
+            let expected = NightlyRunEndToEndTests.observable(between)
+            self.ours += mine.count
+            for e in mine {
+                if trueKinds.contains(e) { truePositive += 1 } else { falsePositives.append("night \(night) \(otid) \(e) (truth: \(between.map(\.event)))") }
+            }
+            observable += expected.count
+            for e in expected {
+                if mine.contains(e) { found += 1 } else { missed.append("night \(night) \(otid) \(e) (ours: \(mine), truth: \(between.map(\.event)))") }
+            }
+        }
+        for otid in polled { lastPolled[otid] = asOf }
+    }
+
+    mutating func scoreSegments(night: Int, _ segments: [(otid: String, segment: String)], truth: [String: SimulatorProcess.TruthSubscription]) {
+        for (otid, segment) in segments {
+            segmentsChecked += 1
+            if let t = truth[otid], t.segment != segment {
+                segmentMismatches.append("night \(night) \(otid): ours \(segment), truth \(t.segment)")
+            }
+        }
     }
 }
