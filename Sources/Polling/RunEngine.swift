@@ -13,6 +13,9 @@ public struct RunOptions: Sendable {
     public var concurrency = 32
     /// Items claimed and committed together.
     public var batchSize = 32
+    /// Lanes of work in this process: `concurrency` polls in flight, in lanes of at most
+    /// `batchSize` (each lane claims and commits on a connection of its own).
+    public var lanes: Int { max(1, (concurrency + batchSize - 1) / max(1, batchSize)) }
     /// How long a claim holds before another worker may take the item.
     public var lease: TimeInterval = 120
     /// Work an unfinished run instead of owning one (`run --join`): no lock, no planning, no
@@ -103,7 +106,8 @@ public final class RunEngine: Sendable {
     let poller: SubscriptionPoller
     let options: RunOptions
     let logger: Logger
-    let clock: any RunClock
+    /// The time the engine works by (progress and metrics read it too).
+    public let clock: any RunClock
     /// The rules' state and what the driver keeps beside it, touched briefly by the lanes, the
     /// supervisor and a signal handler.
     let state: Mutex<Shared>

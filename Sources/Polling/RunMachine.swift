@@ -65,8 +65,7 @@ struct RunMachine: Sendable {
 
         /// `concurrency` polls in flight per process, in lanes of at most `batchSize`.
         init(options: RunOptions) {
-            let lanes = max(1, (options.concurrency + options.batchSize - 1) / max(1, options.batchSize))
-            self.init(batch: min(options.batchSize, max(1, options.concurrency)), lanes: lanes,
+            self.init(batch: min(options.batchSize, max(1, options.concurrency)), lanes: options.lanes,
                       outageThreshold: options.outageThreshold, shutdownGrace: options.shutdownGrace)
         }
     }

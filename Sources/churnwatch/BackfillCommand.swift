@@ -80,17 +80,7 @@ struct BackfillCommand: AsyncParsableCommand {
     @Option(name: .customLong("nightly-share"), parsing: .unconditional, help: ArgumentHelp("The share of Apple's budget the backfill keeps to while a nightly run is active (default 0.2).", valueName: "fraction"))
     var nightlyShare = "0.2"
 
-    @Option(name: .customLong("concurrency"), parsing: .unconditional, help: "Apple requests in flight at once in this process (default: $CHURNWATCH_CONCURRENCY, else 32).")
-    var concurrency: Int?
-
-    @Option(name: .customLong("batch-size"), parsing: .unconditional, help: "Items claimed and committed together.")
-    var batchSize = 32
-
-    @Option(name: .customLong("max-duration"), parsing: .unconditional, help: ArgumentHelp("Stop claiming after this long and exit 75 (resumable), e.g. 2h.", valueName: "duration"))
-    var maxDuration: String?
-
-    @Option(name: .customLong("shutdown-grace"), parsing: .unconditional, help: ArgumentHelp("After a stop request, how long in-flight work may take (default 30s).", valueName: "duration"))
-    var shutdownGrace = "30s"
+    @OptionGroup var worker: WorkerOptions
 
     func run() async throws {
         global.bootstrapLogging()
@@ -115,18 +105,26 @@ struct BackfillCommand: AsyncParsableCommand {
             }
 
             var options = RunOptions(asOf: asOfDate)
-            try options.applyWorkerFlags(concurrency: concurrency, batchSize: batchSize, join: join,
-                                         maxDuration: maxDuration, shutdownGrace: shutdownGrace)
+            try worker.apply(to: &options, join: join)
             let config = try apple.configuration(logger: logger)
 
-            let workers = max(1, (options.concurrency + batchSize - 1) / batchSize)
-            let store = ChurnStore.open(url, connections: workers + 2, logger: logger)
-            try await store.schemaCheck(migrations: BuildMigrations.names())
+            let budgetLogger = logger
+            let parts = try await EngineParts.open(url: url, options: options, config: config, yield: { store in
+                BudgetYield(share: share, interval: 1, isActive: {
+                    try? await store.runLockHeld(.nightly)
+                }, onChange: { active in
+                    if active {
+                        budgetLogger.notice("a nightly run is active: the backfill keeps to its share of the budget", metadata: ["share": "\(share)"])
+                    } else {
+                        budgetLogger.notice("no nightly run: the backfill uses the whole budget")
+                    }
+                })
+            }, logger: logger)
 
             var history = fullHistory
             if resume || join {
                 // The poller follows the unfinished backfill's own settings.
-                guard let unfinished = try await store.runFindUnfinished(kind: .backfill) else {
+                guard let unfinished = try await parts.store.runFindUnfinished(kind: .backfill) else {
                     print(resume ? "no unfinished backfill to resume" : "no backfill in progress to join")
                     return
                 }
@@ -137,22 +135,8 @@ struct BackfillCommand: AsyncParsableCommand {
             }
             options.fullHistory = history
             options.params = try StoredJSON(encoding: BackfillParams(cohort: cohort, fullHistory: history,
-                                                                       concurrency: options.concurrency, batchSize: batchSize))
-
-            let budgetLogger = logger
-            let yield = BudgetYield(share: share, interval: 1, isActive: {
-                try? await store.runLockHeld(.nightly)
-            }, onChange: { active in
-                if active {
-                    budgetLogger.notice("a nightly run is active: the backfill keeps to its share of the budget", metadata: ["share": "\(share)"])
-                } else {
-                    budgetLogger.notice("no nightly run: the backfill uses the whole budget")
-                }
-            })
-            let limiter = SharedBudgetLimiter(store: store, limits: config.rateLimits, namespace: config.bundleId, yield: yield,
-                                              maxPause: config.retryPolicy.maxTotalWait, logger: logger)
-            let client = AppStoreServerAPIClient(configuration: config, limiter: limiter, logger: Logger(label: "churnwatch.appstore"))
-            let engine = RunEngine(store: store, poller: SubscriptionPoller(client: client, fullHistory: history), options: options, logger: logger)
+                                                                       concurrency: options.concurrency, batchSize: options.batchSize))
+            let engine = parts.engine(options: options, fullHistory: history, logger: logger)
             let signals = SignalHandler { engine.requestStop("signal") }
             defer { signals.cancel() }
 

@@ -226,7 +226,7 @@ extension MetricsFile {
     /// nothing to join) leaves the file as it is. The last success time moves only when the run
     /// finished; otherwise the file's previous value is kept. Failing to read the database
     /// figures or to write is logged and never changes the exit code.
-    func publish(outcome: RunOutcome?, runId: Int64?, exitCode: Int32, duration: TimeInterval,
+    func publish(outcome: RunOutcome?, runId: Int64?, exitCode: Int32, now: Date, duration: TimeInterval,
                  stats: WorkerStats, store: ChurnStore, feed: (environment: String, sync: FeedSummary?, asOf: Date)? = nil,
                  logger: Logger) async {
         switch outcome {
@@ -236,7 +236,7 @@ extension MetricsFile {
         default: break
         }
         var metrics = RunMetrics(duration: duration, exitCode: exitCode, runId: runId, calls: stats.calls)
-        if case .finished? = outcome { metrics.lastSuccess = Date() } else { metrics.lastSuccess = previousLastSuccess() }
+        if case .finished? = outcome { metrics.lastSuccess = now } else { metrics.lastSuccess = previousLastSuccess() }
         do {
             metrics.figures = try await store.metricsFigures(runId: runId)
         } catch {

@@ -25,7 +25,8 @@ final class ProgressReporter: Sendable {
     private let interval: TimeInterval
     private let store: ChurnStore
     private let logger: Logger
-    private let started = Date()
+    private let clock: any RunClock
+    private let started: Date
     private let state = Mutex(State())
     private let ticker = Mutex<Task<Void, Never>?>(nil)
 
@@ -59,7 +60,10 @@ final class ProgressReporter: Sendable {
         var finished = false
     }
 
-    init(mode: Mode, interval: TimeInterval, store: ChurnStore, logger: Logger) {
+    /// `clock`: the run engine's, so progress and the summary keep the engine's time.
+    init(mode: Mode, interval: TimeInterval, store: ChurnStore, clock: any RunClock = SystemRunClock(), logger: Logger) {
+        self.clock = clock
+        started = clock.now()
         self.mode = mode
         self.interval = interval
         self.store = store
@@ -74,7 +78,8 @@ final class ProgressReporter: Sendable {
         let period = mode == .terminal ? 1.0 : max(0.1, interval)
         let task = Task { [weak self] in
             while !Task.isCancelled {
-                try? await Task.sleep(nanoseconds: UInt64(period * 1_000_000_000))
+                guard let clock = self?.clock else { return }
+                try? await clock.sleep(until: clock.now().addingTimeInterval(period))
                 guard let self, !Task.isCancelled else { return }
                 await self.tick()
             }
@@ -84,7 +89,7 @@ final class ProgressReporter: Sendable {
 
     /// The engine's callback after every committed batch.
     func record(_ report: RunProgressReport) {
-        let now = Date()
+        let now = clock.now()
         let readNow: Bool = state.withLock { state in
             guard !state.finished else { return false }
             state.latest = report
@@ -111,14 +116,15 @@ final class ProgressReporter: Sendable {
             guard !state.finished else { return }
             state.finished = true
             guard mode == .terminal, state.latest != nil else { return }
-            show(snapshot(&state, now: Date()))
+            show(snapshot(&state, now: clock.now()))
             FileHandle.standardError.write(Data("\n".utf8))
         }
     }
 
     /// The closing log line: how the run ended, with durations, counts and average rates.
-    func summary(outcome: String, exitCode: Int32, stats: WorkerStats, now: Date = Date()) {
+    func summary(outcome: String, exitCode: Int32, stats: WorkerStats) {
         let (first, last, runId) = state.withLock { ($0.firstBatchAt, $0.lastBatchAt, $0.latest?.runId) }
+        let now = clock.now()
         let duration = now.timeIntervalSince(started)
         var metadata: Logger.Metadata = [
             "outcome": "\(outcome)",
@@ -144,7 +150,7 @@ final class ProgressReporter: Sendable {
     // MARK: The clock
 
     private func tick() async {
-        let now = Date()
+        let now = clock.now()
         let (runId, due): (Int64?, Bool) = state.withLock { state in
             guard let latest = state.latest, !state.finished else { return (nil, false) }
             let last = state.reads.last?.at ?? .distantPast
@@ -156,10 +162,10 @@ final class ProgressReporter: Sendable {
         // Drawn and logged under the lock, so nothing comes after `finish()`.
         state.withLock { state in
             guard state.latest != nil, !state.finished else { return }
-            let current = snapshot(&state, now: Date())
+            let current = snapshot(&state, now: clock.now())
             switch mode {
             case .terminal:
-                state.lastDraw = Date()
+                state.lastDraw = clock.now()
                 show(current)
             case .log:
                 logger.info("progress", metadata: current.metadata)
@@ -176,7 +182,7 @@ final class ProgressReporter: Sendable {
             state.run = progress
             // Taken after the read: a batch committed meanwhile is counted at the next read, not twice.
             state.mineAtRead = (state.latest?.polled ?? 0, state.latest?.failed ?? 0)
-            let read = (at: Date(), finished: progress.done + progress.failed)
+            let read = (at: clock.now(), finished: progress.done + progress.failed)
             if state.reads.count < 2 { state.reads.append(read) } else { state.reads[1] = read }
         }
     }

@@ -31,23 +31,13 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var apple: AppleOptions
     @OptionGroup var feedOptions: FeedOptions
 
-    @Option(name: .customLong("concurrency"), parsing: .unconditional, help: "Apple requests in flight at once in this process (default: $CHURNWATCH_CONCURRENCY, else 32).")
-    var concurrency: Int?
-
-    @Option(name: .customLong("batch-size"), parsing: .unconditional, help: "Items claimed and committed together.")
-    var batchSize = 32
+    @OptionGroup var worker: WorkerOptions
 
     @Flag(name: .customLong("join"), help: "Work the run in progress alongside its owner (another process or host); no planning, no closing.")
     var join = false
 
     @Flag(name: .customLong("resume"), help: "Resume an unfinished run (the default behaviour; accepted for scripts).")
     var resume = false
-
-    @Option(name: .customLong("max-duration"), parsing: .unconditional, help: ArgumentHelp("Stop claiming after this long and exit 75 (resumable), e.g. 6h.", valueName: "duration"))
-    var maxDuration: String?
-
-    @Option(name: .customLong("shutdown-grace"), parsing: .unconditional, help: ArgumentHelp("After a stop request, how long in-flight work may take (default 30s).", valueName: "duration"))
-    var shutdownGrace = "30s"
 
     @Option(name: .customLong("metrics-file"), help: ArgumentHelp("Write Prometheus metrics here at the end (atomically), for node_exporter's textfile collector.", valueName: "path"))
     var metricsFile: String?
@@ -62,28 +52,24 @@ struct RunCommand: AsyncParsableCommand {
             let url = try global.resolvedDatabaseURL()
             var options = RunOptions(asOf: try windows.resolvedAsOf())
             options.windows = try windows.resolvedWindows()
-            try options.applyWorkerFlags(concurrency: concurrency, batchSize: batchSize, join: join,
-                                         maxDuration: maxDuration, shutdownGrace: shutdownGrace)
+            try worker.apply(to: &options, join: join)
             let interval = try parseDurationSetting("--progress-interval", progressInterval, positive: true)
             let metrics = try metricsFile.map(MetricsFile.init(path:))
             options.params = try StoredJSON(encoding: RunParams(options: options))
             let config = try apple.configuration(logger: logger)
 
-            let workers = max(1, (options.concurrency + batchSize - 1) / batchSize)
-            let store = ChurnStore.open(url, connections: workers + 2, logger: logger)
-            try await store.schemaCheck(migrations: BuildMigrations.names())
-            let limiter = SharedBudgetLimiter(store: store, limits: config.rateLimits, namespace: config.bundleId,
-                                              maxPause: config.retryPolicy.maxTotalWait, logger: logger)
-            let client = AppStoreServerAPIClient(configuration: config, limiter: limiter, logger: Logger(label: "churnwatch.appstore"))
-            if !join { options.feed = try feedOptions.feed(client: client, store: store, logger: logger) }
-            let engine = RunEngine(store: store, poller: SubscriptionPoller(client: client, fullHistory: false), options: options, logger: logger)
+            let parts = try await EngineParts.open(url: url, options: options, config: config, logger: logger)
+            let (store, limiter) = (parts.store, parts.limiter)
+            if !join { options.feed = try feedOptions.feed(client: parts.client, store: store, logger: logger) }
+            let engine = parts.engine(options: options, fullHistory: false, logger: logger)
             let signals = SignalHandler { engine.requestStop("signal") }
             defer { signals.cancel() }
 
             let terminal = isatty(STDERR_FILENO) == 1 && global.logFormat != .json
-            let progress = ProgressReporter(mode: terminal ? .terminal : .log, interval: interval, store: store, logger: logger)
+            let progress = ProgressReporter(mode: terminal ? .terminal : .log, interval: interval, store: store, clock: engine.clock,
+                                            logger: logger)
             progress.start()
-            let started = Date()
+            let started = engine.clock.now()
             var outcome: RunOutcome?
             var failure: (any Error)?
             do {
@@ -108,8 +94,9 @@ struct RunCommand: AsyncParsableCommand {
             let exitCode = failure.map { classify($0).1 } ?? ExitStatus.ok
             progress.summary(outcome: outcome?.label ?? "error", exitCode: exitCode, stats: engine.stats)
             if let metrics {
-                await metrics.publish(outcome: outcome, runId: outcome?.runId ?? progress.runId, exitCode: exitCode,
-                                      duration: Date().timeIntervalSince(started), stats: engine.stats, store: store,
+                let now = engine.clock.now()
+                await metrics.publish(outcome: outcome, runId: outcome?.runId ?? progress.runId, exitCode: exitCode, now: now,
+                                      duration: now.timeIntervalSince(started), stats: engine.stats, store: store,
                                       feed: options.feed.map { _ in (config.environment.rawValue, engine.feedSummary, options.asOf) },
                                       logger: logger)
             }
@@ -231,34 +218,5 @@ enum RunOutcomeReport {
         case .untrustedServer(let runId, let detail):
             throw CLIError.unavailable("\(detail) (run \(runId) is resumable)")
         }
-    }
-}
-
-extension RunOptions {
-    /// The worker flags `run` and `backfill` share, validated: one line naming the flag when wrong.
-    /// `concurrency` nil: `CHURNWATCH_CONCURRENCY`, else 32.
-    mutating func applyWorkerFlags(concurrency: Int?, batchSize: Int, join: Bool, maxDuration: String?, shutdownGrace: String,
-                                   environment env: [String: String] = ProcessInfo.processInfo.environment) throws {
-        var resolved = 32
-        if let concurrency {
-            resolved = concurrency
-        } else if let raw = env["CHURNWATCH_CONCURRENCY"]?.trimmingCharacters(in: .whitespaces), !raw.isEmpty {
-            guard let n = Int(raw), n > 0 else {
-                throw CLIError.configuration("CHURNWATCH_CONCURRENCY \"\(raw)\" is not a positive whole number")
-            }
-            resolved = n
-        }
-        guard resolved > 0, batchSize > 0 else { throw CLIError.configuration("--concurrency and --batch-size must be positive") }
-        // Larger values are typos; Apple's whole budget is 50 requests a second.
-        guard resolved <= 10_000, batchSize <= 10_000 else {
-            throw CLIError.configuration("--concurrency (CHURNWATCH_CONCURRENCY) and --batch-size must be at most 10000")
-        }
-        self.concurrency = resolved
-        self.batchSize = batchSize
-        self.join = join
-        if let maxDuration {
-            self.maxDuration = try parseDurationSetting("--max-duration", maxDuration, positive: true)
-        }
-        self.shutdownGrace = try parseDurationSetting("--shutdown-grace", shutdownGrace)
     }
 }
