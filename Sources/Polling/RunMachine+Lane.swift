@@ -111,6 +111,7 @@ extension RunMachine {
     private mutating func nextLaneAction(_ i: Int, now: Date) -> LaneAction {
         if lanes[i].ended { return .end }
         if lanes[i].abandoned || graceOver { return abandonStep(i) }
+        checkTimeBudget(now: now)
         if lanes[i].commitWanted, !lanes[i].finished.isEmpty { return commitStep(i) }
         lanes[i].commitWanted = false
         if lanes[i].progressWanted { return lanes[i].finished.isEmpty ? .checkProgress : commitStep(i) }
@@ -118,12 +119,12 @@ extension RunMachine {
             lanes[i].orphansWanted = false
             return .recoverOrphans(keep: inFlight)
         }
-        if !lanes[i].claimed, lanes[i].inFlight.count <= rules.batch / 2, !stopClaiming(now: now) {
+        if !lanes[i].claimed, lanes[i].inFlight.count <= rules.batch / 2, !claimingStopped {
             return .claim(rules.batch - lanes[i].inFlight.count)
         }
         guard lanes[i].inFlight.isEmpty else { return .awaitPoll }
         if !lanes[i].finished.isEmpty { return commitStep(i) }
-        if stopClaiming(now: now) {
+        if claimingStopped {
             lanes[i].ended = true
             return .end
         }

@@ -152,19 +152,22 @@ struct RunMachine: Sendable {
         requestStop(reason, now: now)
     }
 
-    /// True once a stop was requested or the time budget is used up (which requests one).
-    mutating func stopClaiming(now: Date) -> Bool {
-        if stopReason != nil { return true }
-        if let deadline, now >= deadline {
+    /// Requests a stop once the time budget (--max-duration) is used up.
+    mutating func checkTimeBudget(now: Date) {
+        if stopReason == nil, let deadline, now >= deadline {
             requestStop("time budget (--max-duration) used up", now: now)
-            return true
         }
-        return false
     }
+
+    /// A stop was requested (a signal, the time budget, a failure): no more claims.
+    var claimingStopped: Bool { stopReason != nil }
 
     /// Why the change feed's sync before planning must stop before its next page (nil: go on);
     /// the time budget counts from the invocation's start, as for the work.
-    mutating func feedStopReason(now: Date) -> String? { stopClaiming(now: now) ? stopReason : nil }
+    mutating func feedStopReason(now: Date) -> String? {
+        checkTimeBudget(now: now)
+        return stopReason
+    }
 
     /// When the sync's page in flight is abandoned: the shutdown grace after the stop request.
     var feedAbandonAt: Date? { stopRequestedAt.map { $0.addingTimeInterval(rules.shutdownGrace) } }
@@ -249,7 +252,7 @@ struct RunMachine: Sendable {
             graceOver = true
             return .abandonInFlight
         }
-        _ = stopClaiming(now: now)
+        checkTimeBudget(now: now)
         if !lockCheckRunning, let check = nextLockCheck, now >= check {
             lockCheckRunning = true
             nextLockCheck = nil
