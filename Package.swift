@@ -82,8 +82,8 @@ let package = Package(
         .target(name: "ChurnReport", dependencies: ["ChurnModel"]),
         // All SQL for churnwatch's own tables.
         // What churnwatch reads from files: the import (CSV or JSON lines) and lines of
-        // notifications, in bounded memory. Foundation only.
-        .target(name: "ChurnInput"),
+        // notifications, in bounded memory. Foundation and Apple's vocabulary only.
+        .target(name: "ChurnInput", dependencies: ["AppStoreModels"]),
         .target(
             name: "ChurnStore",
             dependencies: [
@@ -192,7 +192,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),  // the client takes its logger from the caller
             ]
         ),
-        .testTarget(name: "ChurnInputTests", dependencies: ["ChurnInput"]),
+        .testTarget(name: "ChurnInputTests", dependencies: ["ChurnInput", "AppStoreModels"]),
         .testTarget(
             name: "ChurnStoreTests",
             dependencies: ["ChurnStore", "ChurnInput", "ChurnReport", "ChurnModel", "Postgres", .product(name: "Logging", package: "swift-log")]

@@ -1,3 +1,4 @@
+import AppStoreModels
 import Foundation
 
 /// One subscription to register, as `churnwatch import` reads it.
@@ -60,7 +61,7 @@ public struct SubscriptionImportParser: Sendable {
     private init(source: ImportSource, defaultEnvironment: String, maxLineBytes: Int) {
         self.source = source
         self.maxLineBytes = max(1, maxLineBytes)
-        self.defaultEnvironment = defaultEnvironment.lowercased() == "sandbox" ? "Sandbox" : "Production"
+        self.defaultEnvironment = (AppStoreEnvironment(registered: defaultEnvironment) ?? .production).rawValue
     }
 
     /// Calls `accept` for every good record and `reject` for every bad line, in file order.
@@ -227,11 +228,12 @@ public struct SubscriptionImportParser: Sendable {
             }
             uuid = u
         }
-        let env: String
-        switch environment?.lowercased() {
-        case nil, "production": env = "Production"
-        case "sandbox": env = "Sandbox"
-        default: return .failure(.init(line: line, reason: "environment must be Production or Sandbox"))
+        var env = AppStoreEnvironment.production
+        if let environment {
+            guard let registered = AppStoreEnvironment(registered: environment) else {
+                return .failure(.init(line: line, reason: "environment must be Production or Sandbox"))
+            }
+            env = registered
         }
         if let receipt, receipt.utf8.contains(where: { !(Self.base64Bytes.contains($0)) }) {
             return .failure(.init(line: line, reason: "receipt_data is not base64"))
@@ -240,7 +242,7 @@ public struct SubscriptionImportParser: Sendable {
             return .failure(.init(line: line, reason: "customer_ref is longer than 512 characters"))
         }
         return .success(ImportRecord(line: line, originalTransactionId: otid, appAccountToken: uuid,
-                                     customerRef: customerRef, environment: env, receiptData: receipt))
+                                     customerRef: customerRef, environment: env.rawValue, receiptData: receipt))
     }
 
     static let base64Bytes: Set<UInt8> = Set("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=\r\n".utf8)

@@ -60,7 +60,7 @@ enum FeedSummaryText {
 enum FeedStatusText {
     /// The environment whose feed `status` and `plan` show: APPSTORE_ENVIRONMENT, else Production.
     static func environment(_ env: [String: String] = ProcessInfo.processInfo.environment) -> String {
-        env["APPSTORE_ENVIRONMENT"]?.trimmingCharacters(in: .whitespaces).lowercased() == "sandbox" ? "Sandbox" : "Production"
+        (env["APPSTORE_ENVIRONMENT"].flatMap(AppStoreEnvironment.init(registered:)) ?? .production).rawValue
     }
 
     /// The environments whose histories a sync reads (``FeedSync/environments``): in Production, Sandbox's too.

@@ -1,3 +1,4 @@
+import AppStoreServerAPI
 import ArgumentParser
 import ChurnInput
 import ChurnStore
@@ -29,11 +30,10 @@ struct ImportCommand: AsyncParsableCommand {
     /// environment, ops/churnwatch.env.example), else Production.
     static func defaultEnvironment(_ env: [String: String]) throws -> String {
         guard let value = env["APPSTORE_ENVIRONMENT"]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return "Production" }
-        switch value.lowercased() {
-        case "production": return "Production"
-        case "sandbox": return "Sandbox"
-        default: throw CLIError.configuration("APPSTORE_ENVIRONMENT \"\(value)\" must be Production or Sandbox")
+        guard let registered = AppStoreEnvironment(registered: value) else {
+            throw CLIError.configuration("APPSTORE_ENVIRONMENT \"\(value)\" must be Production or Sandbox")
         }
+        return registered.rawValue
     }
 
     static func spoolStandardInput() throws -> URL {

@@ -1,3 +1,4 @@
+import AppStoreServerAPI
 import ArgumentParser
 import ChurnStore
 import Foundation
@@ -26,7 +27,7 @@ struct PlanCommand: AsyncParsableCommand {
             let asOf = try windows.resolvedAsOf()
             var w = try windows.resolvedWindows()
             let feedOn = try feedOptions.enabled(env)
-            let sandbox = env["APPSTORE_ENVIRONMENT"]?.lowercased() == "sandbox"
+            let sandbox = env["APPSTORE_ENVIRONMENT"].flatMap(AppStoreEnvironment.init(registered:)) == .sandbox
             let defaultRate: Double = sandbox ? 5 : 50
             let status = try statusRate ?? Self.rate(env["APPSTORE_STATUS_RATE"], name: "APPSTORE_STATUS_RATE") ?? defaultRate
             let history = try historyRate ?? Self.rate(env["APPSTORE_HISTORY_RATE"], name: "APPSTORE_HISTORY_RATE") ?? status
