@@ -8,23 +8,30 @@ extension RunMachine {
         var inFlight: Set<String> = []
         var finished: [Finished] = []
         var lastCommit: Date
-        /// This round of the loop has claimed (a round ends when a poll finishes or a wait ends).
-        var claimed = false
         /// A finished poll asked for a commit (a full batch, nothing in flight, or time).
         var commitWanted = false
-        /// The last claim found nothing and nothing is in flight: is the run finished?
-        var progressWanted = false
-        /// ...it is not: look for items of dead workers (when that check is due).
-        var orphansWanted = false
-        /// Others hold the rest: look again at `lookAgainAt`.
-        var othersHoldTheRest = false
-        var lookAgainAt: Date?
-        /// The grace period ran out or the lane's task was cancelled.
-        var abandoned = false
-        var released = false
-        var ended = false
+        var phase = Phase.claiming
+
+        /// Where the lane is in its loop; each case carries what it needs.
+        enum Phase: Sendable, Equatable {
+            /// A new round: claim when there is room.
+            case claiming
+            /// This round has claimed: wait for a poll to finish (or a commit) before claiming again.
+            case claimed
+            /// The last claim found nothing and nothing is in flight: is the run finished?
+            case checkingProgress
+            /// It is not, others hold the rest: first bring back dead workers' items when that check
+            /// is due, then look again at `lookAgainAt`.
+            case othersHoldTheRest(recoverOrphans: Bool, lookAgainAt: Date?)
+            /// The grace period ran out or the lane's task was cancelled; `released`: what was in
+            /// flight has been given back.
+            case abandoned(released: Bool)
+            case ended
+        }
 
         init(lastCommit: Date) { self.lastCommit = lastCommit }
+
+        var isAbandoned: Bool { if case .abandoned = phase { true } else { false } }
     }
 
     /// What happens to a lane.
@@ -68,72 +75,68 @@ extension RunMachine {
     /// Applies `event` to lane `i` and says what it does next. `cancelled`: the lane's task was
     /// cancelled meanwhile (the grace period ran out); a poll that finished then is not committed.
     mutating func lane(_ i: Int, _ event: LaneEvent, cancelled: Bool = false, now: Date) -> LaneAction {
-        if cancelled { lanes[i].abandoned = true }
+        if cancelled, lanes[i].phase != .ended, !lanes[i].isAbandoned { lanes[i].phase = .abandoned(released: false) }
         apply(event, lane: i, now: now)
         return nextLaneAction(i, now: now)
     }
 
     private mutating func apply(_ event: LaneEvent, lane i: Int, now: Date) {
+        let working = lanes[i].phase != .ended && !lanes[i].isAbandoned
         switch event {
         case .proceed:
             break
         case .claimed(let ids):
-            lanes[i].claimed = true
+            // Claimed items are the lane's even when it is abandoned: they are released.
             lanes[i].inFlight.formUnion(ids)
-            lanes[i].othersHoldTheRest = false
-            lanes[i].progressWanted = ids.isEmpty && lanes[i].inFlight.isEmpty
+            if working { lanes[i].phase = ids.isEmpty && lanes[i].inFlight.isEmpty ? .checkingProgress : .claimed }
         case .pollFinished(let result):
             // Cut short by the end of the grace period: the item is released, not committed.
-            guard !lanes[i].abandoned, !graceOver else { return }
+            guard !lanes[i].isAbandoned, !graceOver else { return }
             lanes[i].inFlight.remove(result.id)
             lanes[i].finished.append(result)
-            lanes[i].claimed = false
+            if lanes[i].phase == .claimed { lanes[i].phase = .claiming }
             let lane = lanes[i]
             lanes[i].commitWanted = lane.finished.count >= rules.batch || lane.inFlight.isEmpty
                 || now.timeIntervalSince(lane.lastCommit) > rules.commitAfter
         case .progressChecked(let runFinished):
-            lanes[i].progressWanted = false
             if runFinished {
-                lanes[i].ended = true
-            } else {
-                lanes[i].orphansWanted = orphanCheckDue(now: now)
-                lanes[i].othersHoldTheRest = true
+                lanes[i].phase = .ended
+            } else if working {
+                lanes[i].phase = .othersHoldTheRest(recoverOrphans: orphanCheckDue(now: now), lookAgainAt: nil)
             }
         case .waited:
-            if let at = lanes[i].lookAgainAt, now >= at {
-                lanes[i].lookAgainAt = nil
-                lanes[i].claimed = false
-            }
+            if case .othersHoldTheRest(_, let at?) = lanes[i].phase, now >= at { lanes[i].phase = .claiming }
         }
     }
 
-    /// The lane's next step, given its state (the loop of the old worker, one step at a time).
+    /// The lane's next step, given its phase (the loop of the old worker, one step at a time).
     private mutating func nextLaneAction(_ i: Int, now: Date) -> LaneAction {
-        if lanes[i].ended { return .end }
-        if lanes[i].abandoned || graceOver { return abandonStep(i) }
+        if lanes[i].phase == .ended { return .end }
+        if lanes[i].isAbandoned || graceOver { return abandonStep(i) }
         checkTimeBudget(now: now)
         if lanes[i].commitWanted, !lanes[i].finished.isEmpty { return commitStep(i) }
         lanes[i].commitWanted = false
-        if lanes[i].progressWanted { return lanes[i].finished.isEmpty ? .checkProgress : commitStep(i) }
-        if lanes[i].orphansWanted {
-            lanes[i].orphansWanted = false
+        if lanes[i].phase == .checkingProgress { return lanes[i].finished.isEmpty ? .checkProgress : commitStep(i) }
+        if case .othersHoldTheRest(true, let at) = lanes[i].phase {
+            lanes[i].phase = .othersHoldTheRest(recoverOrphans: false, lookAgainAt: at)
             return .recoverOrphans(keep: inFlight)
         }
-        if !lanes[i].claimed, lanes[i].inFlight.count <= rules.batch / 2, !claimingStopped {
+        if lanes[i].phase == .claiming, lanes[i].inFlight.count <= rules.batch / 2, !claimingStopped {
             return .claim(rules.batch - lanes[i].inFlight.count)
         }
         guard lanes[i].inFlight.isEmpty else { return .awaitPoll }
         if !lanes[i].finished.isEmpty { return commitStep(i) }
         if claimingStopped {
-            lanes[i].ended = true
+            lanes[i].phase = .ended
             return .end
         }
-        if lanes[i].othersHoldTheRest {
-            let at = lanes[i].lookAgainAt ?? now.addingTimeInterval(rules.lookAgainAfter)
-            lanes[i].lookAgainAt = at
+        if case .othersHoldTheRest(_, let at) = lanes[i].phase {
+            let at = at ?? now.addingTimeInterval(rules.lookAgainAfter)
+            lanes[i].phase = .othersHoldTheRest(recoverOrphans: false, lookAgainAt: at)
             return .wait(until: at)
         }
-        lanes[i].claimed = false
+        // The round is over (a commit, nothing in flight): a new one claims.
+        lanes[i].phase = .claiming
         return nextLaneAction(i, now: now)
     }
 
@@ -142,12 +145,12 @@ extension RunMachine {
     /// Out of time: what finished is committed, what did not goes back to pending.
     private mutating func abandonStep(_ i: Int) -> LaneAction {
         if !lanes[i].finished.isEmpty { return commitStep(i) }
-        if !lanes[i].released, !lanes[i].inFlight.isEmpty {
-            lanes[i].released = true
+        if lanes[i].phase != .abandoned(released: true), !lanes[i].inFlight.isEmpty {
+            lanes[i].phase = .abandoned(released: true)
             return .release(lanes[i].inFlight.sorted())
         }
         lanes[i].inFlight.removeAll()
-        lanes[i].ended = true
+        lanes[i].phase = .ended
         return .end
     }
 
