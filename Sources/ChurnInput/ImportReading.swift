@@ -88,9 +88,10 @@ struct ImportByteReader {
     mutating func line(maxBytes: Int) throws -> LineReader.Line? {
         var out: [UInt8] = []
         var started = false
+        var spansReads = false
         while true {
             if index >= buffer.count {
-                guard try next() != nil else { return started ? .bytes(out) : nil }
+                guard try next() != nil else { return started ? .bytes(out[...]) : nil }
                 index = 0  // the chunk just read: from its first byte
             }
             started = true
@@ -105,9 +106,12 @@ struct ImportByteReader {
                 if found == nil { try skipPastNewline() } else { index += 1 }
                 return .tooLong
             }
-            out.append(contentsOf: buffer[start..<end])
             index = found.map { $0 + 1 } ?? buffer.count
-            if found != nil { return .bytes(out) }
+            // A line within one read is a slice of the buffer, not a copy.
+            if found != nil, !spansReads { return .bytes(buffer[start..<end]) }
+            out.append(contentsOf: buffer[start..<end])
+            spansReads = true
+            if found != nil { return .bytes(out[...]) }
         }
     }
 
@@ -264,7 +268,8 @@ struct CSVReader {
 /// `maxLineBytes` (longer ones are skipped, not kept).
 public struct LineReader {
     public enum Line: Sendable {
-        case bytes([UInt8])
+        /// The line's bytes, valid until the next call.
+        case bytes(ArraySlice<UInt8>)
         case tooLong
     }
 

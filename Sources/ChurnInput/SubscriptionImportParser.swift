@@ -173,10 +173,11 @@ public struct SubscriptionImportParser: Sendable {
         let decoder = JSONDecoder()
         var reader = reader
         while let (lineNumber, line) = try reader.next() {
-            guard case .bytes(let bytes) = line else {
+            guard case .bytes(let slice) = line else {
                 try reject(ImportRejection(line: lineNumber, reason: "longer than \(maxLineBytes) bytes"))
                 continue
             }
+            let bytes = Array(slice)
             if bytes.allSatisfy({ $0 == 0x20 || $0 == 0x09 || $0 == 0x0D }) { continue }
             if case .failure(let problem) = ImportText.string(bytes, field: "the line") {
                 try reject(ImportRejection(line: lineNumber, reason: problem.reason))

@@ -144,8 +144,7 @@ struct NotificationsIngestCommand: AsyncParsableCommand {
             let summary = try await context.feed.ingest(now: now) { () throws -> [String]? in
                 var lines: [String] = []
                 while lines.count < batchSize, let (_, read) = try reader.next() {
-                    guard case .bytes(let bytes) = read else { continue }  // no limit: never too long
-                    var line = bytes[...]
+                    guard case .bytes(var line) = read else { continue }  // no limit: never too long
                     if first {
                         // A UTF-8 byte order mark (as some editors and Windows tools write) is no part of the payload.
                         first = false
