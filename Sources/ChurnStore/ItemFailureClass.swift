@@ -42,14 +42,32 @@ public enum ItemFailureClass: String, Sendable, CaseIterable, Codable {
         }
     }
 
-    /// A reason of the whole run, not of the subscription (Apple unavailable or rate limiting, a
-    /// rejected key, an untrusted certificate): a resumed run tries the item again.
-    public var retriedOnResume: Bool {
+    /// Whose failure it is: this subscription's, or the whole run's (and why). Decided here
+    /// only: the run engine stops on the run's, a resumed run tries those items again.
+    public enum Scope: Sendable, Equatable {
+        /// About this subscription only (unknown id, bad payload): the run goes on.
+        case subscription
+        /// Apple is not answering (5xx, timeouts, rate limits past the wait budget).
+        case appleUnavailable
+        /// Apple refused the API key: nothing will work until it is fixed.
+        case unauthorized
+        /// The server's TLS certificate is not trusted: nothing will get through until the base
+        /// URL or the trusted CAs are fixed (or whoever sits in between is gone).
+        case untrustedServer
+    }
+
+    public var scope: Scope {
         switch self {
-        case .rateLimited, .unavailable, .unauthorized, .untrustedServer: true
-        case .notFound, .badRequest, .verification, .malformed, .internal, .unknown: false
+        case .rateLimited, .unavailable: .appleUnavailable
+        case .unauthorized: .unauthorized
+        case .untrustedServer: .untrustedServer
+        case .notFound, .badRequest, .verification, .malformed, .internal, .unknown: .subscription
         }
     }
+
+    /// A reason of the whole run, not of the subscription (Apple unavailable or rate limiting, a
+    /// rejected key, an untrusted certificate): a resumed run tries the item again.
+    public var retriedOnResume: Bool { scope != .subscription }
 
     /// Failed items counted by label; a missing class counts as `unknown`.
     static func countedByLabel(_ counts: [(ItemFailureClass?, Int)]) -> [String: Int] {

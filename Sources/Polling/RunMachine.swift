@@ -1,3 +1,4 @@
+import ChurnStore
 import Foundation
 
 /// How one stretch of work on a run ended.
@@ -73,7 +74,7 @@ struct RunMachine: Sendable {
     /// A finished poll, as the rules see it.
     struct Finished: Sendable, Equatable {
         var id: String
-        var failure: PollFailureClass?
+        var failure: ItemFailureClass.Scope?
         /// The failure's text (`failed(reason)`), for an ending's detail.
         var reason: String?
         var calls: [String: Int] = [:]

@@ -4,29 +4,6 @@ import ChurnModel
 import ChurnStore
 import Foundation
 
-/// How a failed poll counts for the run.
-public enum PollFailureClass: Sendable, Equatable {
-    /// About this subscription only (unknown id, bad payload): the run goes on.
-    case subscription
-    /// Apple is not answering (5xx, timeouts, rate limits past the wait budget).
-    case appleUnavailable
-    /// Apple refused the API key: nothing will work until it is fixed.
-    case unauthorized
-    /// The server's TLS certificate is not trusted: nothing will get through until the base URL
-    /// or the trusted CAs are fixed (or whoever sits in between is gone).
-    case untrustedServer
-
-    /// How a stored failure class counts for the run.
-    public init(_ stored: ItemFailureClass) {
-        switch stored {
-        case .rateLimited, .unavailable: self = .appleUnavailable
-        case .unauthorized: self = .unauthorized
-        case .untrustedServer: self = .untrustedServer
-        case .notFound, .badRequest, .verification, .malformed, .internal, .unknown: self = .subscription
-        }
-    }
-}
-
 /// Asks Apple about one subscription and turns the verified answer into what the batch writer
 /// stores: snapshot, events, segment and win-back decision. Spends the budget carefully: one
 /// status call; a history call only when the stored history cannot explain the status (first
@@ -46,7 +23,8 @@ public struct SubscriptionPoller: Sendable {
 
     public struct Result: Sendable {
         public var write: PollWrite
-        public var failure: PollFailureClass?
+        /// Whose failure it is, when the poll failed (the write's class decides).
+        public var failure: ItemFailureClass.Scope?
         /// Apple calls made, by endpoint.
         public var calls: [AppStoreEndpoint: Int]
         /// The App Store Server API knows the id in neither environment.
@@ -196,7 +174,7 @@ public struct SubscriptionPoller: Sendable {
         default: break
         }
         var result = Result(write: PollWrite(item: item, outcome: .failed(cls, reason: reason), quarantine: quarantine),
-                            failure: PollFailureClass(cls), calls: calls)
+                            failure: cls.scope, calls: calls)
         if case .notFound = outcome { result.notFound = true }
         return result
     }

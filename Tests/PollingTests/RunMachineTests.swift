@@ -1,3 +1,4 @@
+import ChurnStore
 import Foundation
 @testable import Polling
 import Testing
@@ -16,7 +17,7 @@ struct RunMachineTests {
         return m
     }
 
-    func done(_ id: String, _ failure: PollFailureClass? = nil, reason: String? = nil) -> RunMachine.Finished {
+    func done(_ id: String, _ failure: ItemFailureClass.Scope? = nil, reason: String? = nil) -> RunMachine.Finished {
         .init(id: id, failure: failure, reason: reason)
     }
 
