@@ -67,7 +67,7 @@ struct ImportByteReader {
             do {
                 chunk = try handle.read(upToCount: Self.chunkSize)
             } catch {
-                throw ImportFileError("cannot read the import file: \((error as NSError).localizedFailureReason ?? "read error")")
+                throw ImportFileError("cannot read the input file: \((error as NSError).localizedFailureReason ?? "read error"); check the file and the disk")
             }
             guard let chunk, !chunk.isEmpty else {
                 try? handle.close()
@@ -87,19 +87,14 @@ struct ImportByteReader {
     /// answer is `.tooLong`. The buffer is searched with memchr, not byte by byte.
     mutating func line(maxBytes: Int) throws -> LineReader.Line? {
         var out: [UInt8] = []
-        var started = false
         var spansReads = false
         while true {
             if index >= buffer.count {
-                guard try next() != nil else { return started ? .bytes(out[...]) : nil }
+                guard try next() != nil else { return spansReads ? .bytes(out[...]) : nil }
                 index = 0  // the chunk just read: from its first byte
             }
-            started = true
             let start = index
-            let found: Int? = buffer.withUnsafeBufferPointer { p in
-                guard let base = p.baseAddress, let hit = memchr(base + start, 0x0A, p.count - start) else { return nil }
-                return base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
-            }
+            let found = newline(from: start)
             let end = found ?? buffer.count
             guard end - start <= maxBytes - out.count else {
                 index = end
@@ -119,18 +114,21 @@ struct ImportByteReader {
     /// time: an over-long line is passed over without being looked at byte by byte.
     mutating func skipPastNewline() throws {
         while true {
-            let start = index
-            let found: Int? = buffer.withUnsafeBufferPointer { p in
-                guard start < p.count, let base = p.baseAddress, let hit = memchr(base + start, 0x0A, p.count - start) else { return nil }
-                return base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
-            }
-            if let found {
+            if let found = newline(from: index) {
                 index = found + 1
                 return
             }
             index = buffer.count
             guard try next() != nil else { return }
             index = 0  // the chunk just read: scan it from its first byte
+        }
+    }
+
+    /// The index of the buffer's first line feed at or after `from` (memchr).
+    private func newline(from: Int) -> Int? {
+        buffer.withUnsafeBufferPointer { p in
+            guard from < p.count, let base = p.baseAddress, let hit = memchr(base + from, 0x0A, p.count - from) else { return nil }
+            return base.distance(to: hit.assumingMemoryBound(to: UInt8.self))
         }
     }
 
