@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import ArgumentParser
+import ChurnInput
 import ChurnStore
 import Foundation
 import Polling
@@ -18,6 +19,9 @@ enum ExitStatus {
     static let usage: Int32 = 64
     /// Bad configuration (EX_CONFIG).
     static let configuration: Int32 = 78
+    /// An input that is unusable: a file with nothing to import or ingest, ids not settled
+    /// (EX_DATAERR).
+    static let dataError: Int32 = 65
 }
 
 /// An error the CLI reports in one line with a chosen exit code.
@@ -60,6 +64,9 @@ func classify(_ error: any Error) -> (String, Int32) {
         return (e.description, ExitStatus.configuration)
     case let e as ConfigurationError:
         return (e.description, ExitStatus.configuration)
+    case let e as ImportFileError:
+        // An input file that cannot be read (import, notifications ingest): one line, nothing written.
+        return (e.description, ExitStatus.dataError)
     case let e as FeedSync.FeedConflict:
         return (e.description, ExitStatus.resumable)
     default:

@@ -23,8 +23,6 @@ struct ImportCommand: AsyncParsableCommand {
     @Argument(help: "The file to import (- for standard input).")
     var file: String
 
-    /// EX_DATAERR: the input file is unusable.
-    static let dataError: Int32 = 65
 
     /// The environment rows without one are registered in: `APPSTORE_ENVIRONMENT` (the app's
     /// environment, ops/churnwatch.env.example), else Production.
@@ -49,7 +47,7 @@ struct ImportCommand: AsyncParsableCommand {
             }
         } catch {
             try? FileManager.default.removeItem(at: url)
-            throw CLIError(description: "cannot copy standard input to \(url.path): \((error as NSError).localizedFailureReason ?? "write error")", exitCode: Self.dataError)
+            throw CLIError(description: "cannot copy standard input to \(url.path): \((error as NSError).localizedFailureReason ?? "write error")", exitCode: ExitStatus.dataError)
         }
         return url
     }
@@ -67,7 +65,7 @@ struct ImportCommand: AsyncParsableCommand {
             do {
                 parser = try SubscriptionImportParser(contentsOf: spool ?? URL(fileURLWithPath: file), defaultEnvironment: defaultEnvironment)
             } catch let e as ImportFileError {
-                throw CLIError(description: e.description, exitCode: Self.dataError)
+                throw CLIError(description: e.description, exitCode: ExitStatus.dataError)
             }
             let store = ChurnStore.open(url)
             try await store.schemaCheck(migrations: BuildMigrations.names())
@@ -75,7 +73,7 @@ struct ImportCommand: AsyncParsableCommand {
             do {
                 counts = try await store.subscriptionsImport(parser)
             } catch let e as ImportFileError {
-                throw CLIError(description: e.description, exitCode: Self.dataError)
+                throw CLIError(description: e.description, exitCode: ExitStatus.dataError)
             }
             for rejection in counts.rejections.prefix(20) {
                 FileHandle.standardError.write(Data("churnwatch: \(file): \(rejection)\n".utf8))
@@ -86,7 +84,7 @@ struct ImportCommand: AsyncParsableCommand {
             print("imported \(counts.inserted) new subscriptions from \(counts.read) records "
                 + "(\(counts.alreadyKnown) already registered, \(counts.duplicatesInFile) duplicates in the file, \(counts.rejectedCount) lines rejected)")
             if counts.read == 0 {
-                throw CLIError(description: "nothing could be imported from \(file)", exitCode: Self.dataError)
+                throw CLIError(description: "nothing could be imported from \(file)", exitCode: ExitStatus.dataError)
             }
         }
     }

@@ -129,10 +129,10 @@ struct NotificationsIngestCommand: AsyncParsableCommand {
                 var isDirectory: ObjCBool = false
                 if FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory), isDirectory.boolValue {
                     throw CLIError(description: "cannot read \(file): it is a directory; give the file of notifications (JSON lines) itself",
-                                   exitCode: ImportCommand.dataError)
+                                   exitCode: ExitStatus.dataError)
                 }
                 guard let h = FileHandle(forReadingAtPath: file) else {
-                    throw CLIError(description: "cannot read \(file): no such file or no permission", exitCode: ImportCommand.dataError)
+                    throw CLIError(description: "cannot read \(file): no such file or no permission", exitCode: ExitStatus.dataError)
                 }
                 handle = h
             }
@@ -160,7 +160,7 @@ struct NotificationsIngestCommand: AsyncParsableCommand {
             if summary.read > 0, summary.applied + summary.duplicates + summary.stale + summary.ignored == 0 {
                 throw CLIError(description: "nothing in \(file) verified as a notification of this app: \(summary.quarantined) quarantined "
                                + "(reasons in churnwatch.quarantine; check the file, APPSTORE_BUNDLE_ID and APPSTORE_ENVIRONMENT)",
-                               exitCode: ImportCommand.dataError)
+                               exitCode: ExitStatus.dataError)
             }
         }
     }

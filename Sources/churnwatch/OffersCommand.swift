@@ -157,7 +157,7 @@ struct OffersCommand: AsyncParsableCommand {
                     }
                 }
                 if !refused.isEmpty {
-                    throw CLIError(description: "not signed: \(refused.prefix(20).joined(separator: ", "))", exitCode: WinbackCommand.notSettled)
+                    throw CLIError(description: "not signed: \(refused.prefix(20).joined(separator: ", "))", exitCode: ExitStatus.dataError)
                 }
             }
         }

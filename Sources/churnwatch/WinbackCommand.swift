@@ -20,9 +20,6 @@ struct WinbackCommand: AsyncParsableCommand {
         subcommands: [Claim.self, Ack.self, Release.self, List.self]
     )
 
-    /// EX_DATAERR: some ids were not claimed (or unknown).
-    static let notSettled: Int32 = 65
-
     static func campaign(_ text: String) throws -> WinbackCampaign {
         guard let c = WinbackCampaign(rawValue: text) else {
             throw CLIError.configuration("unknown campaign \"\(text)\": use one of \(WinbackCampaign.allCases.map(\.rawValue).joined(separator: ", "))")
@@ -82,7 +79,7 @@ struct WinbackCommand: AsyncParsableCommand {
         guard result.refused.isEmpty else {
             let list = result.refused.prefix(20).map { "\($0.id) (\($0.why))" }.joined(separator: ", ")
             let more = result.refused.count > 20 ? ", and \(result.refused.count - 20) more" : ""
-            throw CLIError(description: "not \(verb): \(list)\(more)", exitCode: notSettled)
+            throw CLIError(description: "not \(verb): \(list)\(more)", exitCode: ExitStatus.dataError)
         }
     }
 
