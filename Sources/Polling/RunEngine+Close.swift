@@ -10,8 +10,7 @@ extension RunEngine {
         update { $0.machine.setRun(run.id, due: run.due) }
         var rounds = 0
         while true {
-            let ending = try await work(run: run, locks: locks, progress: progress)
-            guard case .drained = ending else { return await interrupted(run, ending) }
+            if let stop = try await work(run: run, locks: locks, progress: progress) { return await interrupted(run, stop) }
             do {
                 let limited = try await persist("progress") { try await self.store.runItemsRateLimitedCount(run.id) }
                 switch retryRule.decide(rateLimited: limited, roundsDone: rounds) {
@@ -29,18 +28,18 @@ extension RunEngine {
                     return await interrupted(run, .appleUnavailable(detail))
                 }
             } catch let error where DatabaseConnectionProblem(error) != nil {
-                return .databaseUnavailable(runId: run.id, detail: DatabaseConnectionProblem(error)?.message ?? "\(error)")
+                return .stopped(runId: run.id, .databaseUnavailable(DatabaseConnectionProblem(error)?.message ?? "\(error)"))
             }
         }
     }
 
     /// Marks `run` interrupted (resumable) and says how it ended.
-    func interrupted(_ run: RunRecord, _ ending: RunEnding) async -> RunOutcome {
-        if case .databaseUnavailable = ending {
+    func interrupted(_ run: RunRecord, _ stop: RunStop) async -> RunOutcome {
+        if case .databaseUnavailable = stop {
             try? await store.runInterrupt(run.id)
         } else {
             try? await persist("interrupt") { try await self.store.runInterrupt(run.id) }
         }
-        return ending.outcome(runId: run.id, polled: stats.polled)
+        return .stopped(runId: run.id, stop)
     }
 }

@@ -12,7 +12,7 @@ extension RunEngine {
         var windows = options.windows
         if let feed = options.feed {
             windows.feedEnvironments = try await syncFeed(feed, locks: locks)
-            if let reason = feedSummary?.stopped { return .interrupted(runId: nil, reason: "\(reason), in the change feed's sync") }
+            if let reason = feedSummary?.stopped { return .stopped(runId: nil, .requested("\(reason), in the change feed's sync")) }
         }
         guard let plan = try await planNights(locks: locks, windows: windows) else {
             return .anotherRunInProgress(runId: try await store.runFindUnfinished(kind: .nightly)?.id)
@@ -98,11 +98,10 @@ extension RunEngine {
         while let run = try await store.runFindUnfinishedAll(kind: options.kind).first(where: { !drained.contains($0.id) }) {
             update { $0.machine.setRun(run.id, due: run.due) }
             logger.info("joining run", metadata: ["run": "\(run.id)", "worker": "\(options.workerName)"])
-            let ending = try await work(run: run, locks: locks, progress: progress)
-            guard case .drained = ending else { return ending.outcome(runId: run.id, polled: stats.polled) }
+            if let stop = try await work(run: run, locks: locks, progress: progress) { return .stopped(runId: run.id, stop) }
             drained.append(run.id)
         }
         guard let last = drained.last else { return .nothingToJoin }
-        return RunEnding.drained.outcome(runId: last, polled: stats.polled)
+        return .joinedAndDrained(runId: last, polled: stats.polled)
     }
 }

@@ -40,8 +40,8 @@ extension RunEngine {
         case locksKept
     }
 
-    /// Claims, polls and commits until nothing is left or a stop is requested.
-    func work(run: RunRecord, locks: RunLocks, progress: (@Sendable (RunProgressReport) -> Void)?) async throws -> RunEnding {
+    /// Claims, polls and commits until nothing is left (nil) or a stop is requested (the stop).
+    func work(run: RunRecord, locks: RunLocks, progress: (@Sendable (RunProgressReport) -> Void)?) async throws -> RunStop? {
         let (signal, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let now = clock.now()
         let lanes = update { shared in
@@ -67,7 +67,7 @@ extension RunEngine {
         let (graceOver, stats, failure, ending) = state.withLock { shared in
             shared.machine.endWork()
             shared.wake = nil
-            return (shared.machine.graceOver, shared.machine.stats, shared.failure, shared.machine.workEnding)
+            return (shared.machine.graceOver, shared.machine.stats, shared.failure, shared.machine.stopping)
         }
         if graceOver {
             _ = try? await store.runItemsReleaseAll(runId: run.id, worker: options.workerName)
@@ -126,7 +126,7 @@ extension RunEngine {
         } catch let error where DatabaseConnectionProblem(error) != nil {
             let message = DatabaseConnectionProblem(error)?.message ?? "\(error)"
             let now = clock.now()
-            update { $0.machine.end(.databaseUnavailable(message), reason: "PostgreSQL unavailable: \(message)", now: now) }
+            update { $0.machine.stop(.databaseUnavailable(message), now: now) }
         } catch is CancellationError {
             // The grace period ran out: the lane gave up its batch.
         } catch {

@@ -73,17 +73,9 @@ public enum RunOutcome: Sendable {
     case nothingToResume
     /// A backfill of another cohort is unfinished: one backfill at a time.
     case otherBackfillUnfinished(runId: Int64, cohort: String)
-    /// Stopped early (signal or time budget); the next `run` resumes it. No run id: stopped in
-    /// the change feed's sync, before planning (the next sync resumes from its cursor).
-    case interrupted(runId: Int64?, reason: String)
-    /// Apple did not answer for longer than the retry budget; the next `run` resumes.
-    case appleUnavailable(runId: Int64, detail: String)
-    /// Apple rejected the API key.
-    case unauthorized(runId: Int64)
-    /// The server's TLS certificate was not trusted (`detail` says whose and why).
-    case untrustedServer(runId: Int64, detail: String)
-    /// PostgreSQL stayed away longer than the retry budget mid-run; the next `run` resumes.
-    case databaseUnavailable(runId: Int64, detail: String)
+    /// Stopped before it was done (``RunStop`` says why); the next `run` resumes it. No run id:
+    /// stopped in the change feed's sync, before planning (the next sync resumes from its cursor).
+    case stopped(runId: Int64?, RunStop)
 }
 
 /// Counters one process keeps while it works a run (also written to its heartbeat).

@@ -1,31 +1,6 @@
 import ChurnStore
 import Foundation
 
-/// How one stretch of work on a run ended.
-public enum RunEnding: Sendable, Equatable {
-    /// Nothing is left that this process can claim.
-    case drained
-    /// Stopped on request (a signal, the time budget, an internal error).
-    case stopped(String)
-    case appleUnavailable(String)
-    case unauthorized
-    case untrustedServer(String)
-    case databaseUnavailable(String)
-
-    /// How this ending reads as an outcome (`drained`: a helper's; the owner closes a drained
-    /// run instead, and says `finished`). The only place endings become outcomes.
-    public func outcome(runId: Int64, polled: Int) -> RunOutcome {
-        switch self {
-        case .drained: .joinedAndDrained(runId: runId, polled: polled)
-        case .stopped(let reason): .interrupted(runId: runId, reason: reason)
-        case .appleUnavailable(let detail): .appleUnavailable(runId: runId, detail: detail)
-        case .unauthorized: .unauthorized(runId: runId)
-        case .untrustedServer(let detail): .untrustedServer(runId: runId, detail: detail)
-        case .databaseUnavailable(let detail): .databaseUnavailable(runId: runId, detail: detail)
-        }
-    }
-}
-
 /// The run engine's rules, as a value: events in, actions out. No clock (time comes in as
 /// `now` with every event), no I/O, no locks; ``RunEngine`` carries the actions out.
 ///
@@ -90,12 +65,10 @@ struct RunMachine: Sendable {
 
     let rules: Rules
     private(set) var stats: WorkerStats
-    /// The first stop request's reason.
-    private(set) var stopReason: String?
-    /// When the first stop was requested (a signal, the time budget, an ending).
+    /// Why the work stops before it drains (the first stop wins); nil: it goes on.
+    private(set) var stopping: RunStop?
+    /// When the first stop was requested (a signal, the time budget, a failure of the run).
     private(set) var stopRequestedAt: Date?
-    /// How the work ends when it does not drain (the first reason wins).
-    private(set) var ending: RunEnding?
     /// The time budget's end (the invocation's, over every run it works).
     private(set) var deadline: Date?
     /// When in-flight work is abandoned (set once a stop is requested during work).
@@ -137,21 +110,20 @@ struct RunMachine: Sendable {
     /// Every lane has returned.
     mutating func endWork() { working = false }
 
-    /// No new claims; in-flight work gets the grace period. The first reason is kept.
-    mutating func requestStop(_ reason: String, now: Date) {
-        if stopReason == nil {
-            stopReason = reason
+    /// No new claims; in-flight work gets the grace period. The first stop is kept.
+    mutating func stop(_ why: RunStop, now: Date) {
+        if stopping == nil {
+            stopping = why
             stopRequestedAt = now
         }
-        if ending == nil { ending = .stopped(reason) }
         if working, graceDeadline == nil { graceDeadline = now.addingTimeInterval(rules.shutdownGrace) }
     }
 
-    /// Ends the work this way (unless it already ends another way) and stops claiming.
-    mutating func end(_ why: RunEnding, reason: String, now: Date) {
-        if ending == nil { ending = why }
-        requestStop(reason, now: now)
-    }
+    /// A stop on request (a signal, the time budget, an internal error).
+    mutating func requestStop(_ reason: String, now: Date) { stop(.requested(reason), now: now) }
+
+    /// The first stop's reason (nil: no stop requested).
+    var stopReason: String? { stopping?.reason }
 
     /// Requests a stop once the time budget (--max-duration) is used up.
     mutating func checkTimeBudget(now: Date) {
@@ -208,15 +180,14 @@ struct RunMachine: Sendable {
             case .appleUnavailable?:
                 consecutiveOutage += 1
             case .unauthorized?:
-                end(.unauthorized, reason: "Apple rejected the API key", now: now)
+                stop(.unauthorized, now: now)
             case .untrustedServer?:
-                let detail = r.reason ?? "untrusted server"
-                end(.untrustedServer(detail), reason: detail, now: now)
+                stop(.untrustedServer(r.reason ?? "untrusted server"), now: now)
             }
         }
-        if consecutiveOutage >= rules.outageThreshold, ending == nil {
+        if consecutiveOutage >= rules.outageThreshold, stopping == nil {
             let detail = results.last { $0.failure == .appleUnavailable }?.reason ?? "Apple unavailable"
-            end(.appleUnavailable(detail), reason: detail, now: now)
+            stop(.appleUnavailable(detail), now: now)
         }
         return report(now: now)
     }
@@ -231,8 +202,6 @@ struct RunMachine: Sendable {
     /// committed).
     var inFlight: [String] { lanes.flatMap { $0.inFlight.sorted() + $0.finished.map(\.id) } }
 
-    /// The ending of the stretch of work once every lane has returned.
-    var workEnding: RunEnding { ending ?? .drained }
 
     // MARK: The supervisor
 

@@ -24,6 +24,19 @@ enum ExitStatus {
     static let dataError: Int32 = 65
 }
 
+extension RunStop {
+    /// The exit code of a run, backfill or sync that stopped this way: the one table of them
+    /// (docs/contracts.md, "Exit codes"). A rejected key is configuration to fix; a server
+    /// that is not trusted, a dependency to check; the rest resume by themselves.
+    var exitStatus: Int32 {
+        switch self {
+        case .requested, .appleUnavailable, .databaseUnavailable: ExitStatus.resumable
+        case .unauthorized: ExitStatus.configuration
+        case .untrustedServer: ExitStatus.unavailable
+        }
+    }
+}
+
 /// An error the CLI reports in one line with a chosen exit code.
 struct CLIError: Error, CustomStringConvertible {
     var description: String

@@ -260,10 +260,8 @@ extension RunOutcome {
     var runId: Int64? {
         switch self {
         case .finished(let s): return s.runId
-        case .joinedAndDrained(let id, _), .appleUnavailable(let id, _), .unauthorized(let id): return id
-        case .interrupted(let id, _): return id
-        case .untrustedServer(let id, _): return id
-        case .databaseUnavailable(let id, _), .otherBackfillUnfinished(let id, _): return id
+        case .joinedAndDrained(let id, _), .otherBackfillUnfinished(let id, _): return id
+        case .stopped(let id, _): return id
         case .anotherRunInProgress(let id): return id
         case .nothingToJoin, .nothingToResume: return nil
         }
@@ -276,11 +274,7 @@ extension RunOutcome {
         case .joinedAndDrained: return "joined_and_drained"
         case .anotherRunInProgress: return "another_run_in_progress"
         case .nothingToJoin: return "nothing_to_join"
-        case .interrupted: return "interrupted"
-        case .appleUnavailable: return "apple_unavailable"
-        case .unauthorized: return "unauthorized"
-        case .untrustedServer: return "untrusted_server"
-        case .databaseUnavailable: return "database_unavailable"
+        case .stopped(_, let stop): return stop.label
         case .nothingToResume: return "nothing_to_resume"
         case .otherBackfillUnfinished: return "other_backfill_unfinished"
         }

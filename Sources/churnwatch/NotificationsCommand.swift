@@ -89,10 +89,7 @@ struct NotificationsSyncCommand: AsyncParsableCommand {
                 throw CLIError.resumable("the notification history sync stopped: \(reason); what it read is kept (re-run to resume)")
             }
             if let failure = summary.failure {
-                let code = switch failure.failureClass {
-                case .unauthorized, .untrustedServer: ExitStatus.unavailable
-                default: ExitStatus.resumable
-                }
+                let code = RunStop(failure.failureClass.scope, detail: failure.reason)?.exitStatus ?? ExitStatus.resumable
                 throw CLIError(description: "the notification history stopped early: \(failure) (re-run to resume)", exitCode: code)
             }
         }

@@ -74,10 +74,10 @@ struct RunCommand: AsyncParsableCommand {
             var failure: (any Error)?
             do {
                 var ended = try await engine.run { progress.record($0) }
-                if case .appleUnavailable(let runId, let detail) = ended, detail.hasPrefix("rate limited"),
+                if case .stopped(let runId, .appleUnavailable(let detail)) = ended, detail.hasPrefix("rate limited"),
                    let rate = await limiter.allowedRate(RateLimitKey(.subscriptionStatuses, config.environment)) {
                     // The rate Apple's 429s brought the shared budget down to: one number for the operator.
-                    ended = .appleUnavailable(runId: runId, detail: detail + String(format: "; the status rate had come down to %.1f/s", rate))
+                    ended = .stopped(runId: runId, .appleUnavailable(detail + String(format: "; the status rate had come down to %.1f/s", rate)))
                 }
                 outcome = ended
                 progress.finish()
@@ -205,18 +205,22 @@ enum RunOutcomeReport {
             print("no unfinished \(noun) to resume")
         case .otherBackfillUnfinished(let runId, let cohort):
             throw CLIError.resumable("backfill run \(runId) (\(cohort)) is unfinished; one backfill at a time: finish it with `churnwatch backfill --resume`, then start this one")
-        case .interrupted(let runId?, let reason):
-            throw CLIError.resumable("resumable: run \(runId) (stopped: \(reason))")
-        case .interrupted(nil, let reason):
-            throw CLIError.resumable("resumable: stopped before planning (\(reason)); the next run resumes the sync from its cursor")
-        case .appleUnavailable(let runId, let detail):
-            throw CLIError.resumable("resumable: run \(runId) (Apple unavailable: \(detail))")
-        case .databaseUnavailable(let runId, let detail):
-            throw CLIError.resumable("resumable: run \(runId) (PostgreSQL unavailable: \(detail))")
-        case .unauthorized(let runId):
-            throw CLIError.configuration("Apple rejected the API key: check issuer id, key id and key (run \(runId) is resumable)")
-        case .untrustedServer(let runId, let detail):
-            throw CLIError.unavailable("\(detail) (run \(runId) is resumable)")
+        case .stopped(let runId, let stop):
+            throw CLIError(description: message(stop, runId: runId), exitCode: stop.exitStatus)
+        }
+    }
+
+    /// The one line a stopped run ends with.
+    static func message(_ stop: RunStop, runId: Int64?) -> String {
+        guard let runId else {
+            return "resumable: stopped before planning (\(stop.reason)); the next run resumes the sync from its cursor"
+        }
+        return switch stop {
+        case .requested(let reason): "resumable: run \(runId) (stopped: \(reason))"
+        case .appleUnavailable(let detail): "resumable: run \(runId) (Apple unavailable: \(detail))"
+        case .databaseUnavailable(let detail): "resumable: run \(runId) (PostgreSQL unavailable: \(detail))"
+        case .unauthorized: "Apple rejected the API key: check issuer id, key id and key (run \(runId) is resumable)"
+        case .untrustedServer(let detail): "\(detail) (run \(runId) is resumable)"
         }
     }
 }

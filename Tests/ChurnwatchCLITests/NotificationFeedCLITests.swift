@@ -166,8 +166,8 @@ struct NotificationFeedCLITests {
         #expect(reasons.count >= 3, "one reason per fault kind at least: \(reasons)")
     }
 
-    @Test("a sync whose key Apple refuses exits 69 with one line and leaves the cursor unset")
-    func refusedKeyExits69() async throws {
+    @Test("a sync whose key Apple refuses exits 78 (as a run does) with one line and leaves the cursor unset")
+    func refusedKeyExits78() async throws {
         let world = try await E2E.World.make(subscribers: 50, seed: 4, populationLead: 45 * Self.day)
         defer { world.close() }
         let db = try world.connect()
@@ -175,7 +175,7 @@ struct NotificationFeedCLITests {
         var env = world.env
         env["APPSTORE_KEY_ID"] = "WRONGKEY99"
         let r = try await CLIRunner.run(["notifications", "sync", "--as-of", E2E.iso(Self.asOf)], environment: env)
-        #expect(r.status == 69, "\(r.stdout) \(r.stderr)")
+        #expect(r.status == 78, "\(r.stdout) \(r.stderr)")
         let lines = r.stderr.split(separator: "\n").filter { $0.contains("the notification history stopped early") }
         #expect(lines.count == 1 && lines[0].contains("unauthorized"), "\(r.stderr)")
         #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.notification_feed WHERE synced_until IS NOT NULL") == 0)

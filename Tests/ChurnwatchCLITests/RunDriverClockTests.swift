@@ -46,7 +46,7 @@ struct RunDriverClockTests {
         let began = clock.now()
         let engine = RunEngine(store: store, poller: SubscriptionPoller(client: client), options: options, logger: logger, clock: clock)
         let outcome = try await engine.run()
-        guard case .interrupted(let runId, let reason) = outcome else {
+        guard case .stopped(let runId?, .requested(let reason)) = outcome else {
             Issue.record("expected the time budget to interrupt the run, got \(outcome)")
             return
         }

@@ -111,7 +111,7 @@ struct RunMachineTests {
         #expect(m.lane(0, .pollFinished(done("b")), now: at(0.1)) == .commit(["a", "b"]))
         _ = m.committed(lane: 0, counts: RunMachine.Counts(), now: at(0.1))
         #expect(m.lane(0, .proceed, now: at(0.1)) == .end)
-        #expect(m.workEnding == .stopped("signal"))
+        #expect(m.stopping == .requested("signal"))
     }
 
     @Test func afterTheGracePeriodInFlightWorkIsAbandonedFinishedWorkCommittedTheRestReleased() {
@@ -145,7 +145,7 @@ struct RunMachineTests {
         _ = m.lane(0, .progressChecked(runFinished: false), now: at(59))
         _ = m.lane(0, .proceed, now: at(59))
         #expect(m.lane(0, .waited, now: at(60)) == .end)
-        #expect(m.workEnding == .stopped("time budget (--max-duration) used up"))
+        #expect(m.stopping == .requested("time budget (--max-duration) used up"))
     }
 
     @Test func theSupervisorWakesForTheTimeBudgetEvenWhileLanesWaitOnApple() {
@@ -172,7 +172,7 @@ struct RunMachineTests {
         _ = m.record([done("a", .appleUnavailable, reason: "unavailable: 503"), done("b", .appleUnavailable)], RunMachine.Counts(), now: t0)
         #expect(m.stopReason == nil)
         _ = m.record([done("c", .appleUnavailable, reason: "unavailable: timeout")], RunMachine.Counts(), now: t0)
-        #expect(m.workEnding == .appleUnavailable("unavailable: timeout"))
+        #expect(m.stopping == .appleUnavailable("unavailable: timeout"))
         #expect(m.stopReason != nil)
     }
 
@@ -181,27 +181,27 @@ struct RunMachineTests {
         _ = m.record([done("a", .appleUnavailable), done("b", .appleUnavailable), done("c")], RunMachine.Counts(), now: t0)
         _ = m.record([done("d", .appleUnavailable), done("e", .appleUnavailable), done("f", .subscription)], RunMachine.Counts(), now: t0)
         _ = m.record([done("g", .appleUnavailable), done("h", .appleUnavailable)], RunMachine.Counts(), now: t0)
-        #expect(m.workEnding == .drained)
+        #expect(m.stopping == nil)
     }
 
     @Test func aRejectedKeyEndsTheWorkAtOnce() {
         var m = machine()
         _ = m.record([done("a", .unauthorized, reason: "unauthorized: 401")], RunMachine.Counts(), now: t0)
-        #expect(m.workEnding == .unauthorized)
+        #expect(m.stopping == .unauthorized)
         #expect(m.lane(0, .proceed, now: t0) == .end)
     }
 
     @Test func anUntrustedServerEndsTheWorkWithItsReason() {
         var m = machine()
         _ = m.record([done("a", .untrustedServer, reason: "untrusted: self-signed")], RunMachine.Counts(), now: t0)
-        #expect(m.workEnding == .untrustedServer("untrusted: self-signed"))
+        #expect(m.stopping == .untrustedServer("untrusted: self-signed"))
     }
 
     @Test func theFirstEndingWins() {
         var m = machine(outageThreshold: 1)
-        m.end(.databaseUnavailable("gone"), reason: "PostgreSQL unavailable: gone", now: t0)
+        m.stop(.databaseUnavailable("gone"), now: t0)
         _ = m.record([done("a", .unauthorized), done("b", .appleUnavailable)], RunMachine.Counts(), now: t0)
-        #expect(m.workEnding == .databaseUnavailable("gone"))
+        #expect(m.stopping == .databaseUnavailable("gone"))
     }
 
     @Test func aBatchAddsItsCountsAndCallsToTheReport() {
@@ -215,22 +215,15 @@ struct RunMachineTests {
         #expect((m.stats.events, m.stats.enqueued) == (3, 1))
     }
 
-    @Test func endingsMapToOutcomesInOnePlace() {
-        func label(_ o: RunOutcome) -> String {
-            switch o {
-            case .joinedAndDrained(let id, let polled): "joined \(id) \(polled)"
-            case .interrupted(let id, let reason): "interrupted \(id.map(String.init) ?? "-") \(reason)"
-            case .appleUnavailable(let id, let detail): "apple \(id) \(detail)"
-            case .unauthorized(let id): "unauthorized \(id)"
-            case .untrustedServer(let id, let detail): "untrusted \(id) \(detail)"
-            case .databaseUnavailable(let id, let detail): "database \(id) \(detail)"
-            default: "other"
-            }
+    @Test func whoseFailureDecidesTheStopInOnePlace() {
+        let scopes: [ItemFailureClass.Scope] = [.subscription, .appleUnavailable, .unauthorized, .untrustedServer]
+        #expect(scopes.map { RunStop($0, detail: "x") } == [nil, .appleUnavailable("x"), .unauthorized, .untrustedServer("x")])
+        // Every class of the whole run stops it; none of a subscription's does.
+        for c in ItemFailureClass.allCases {
+            #expect((RunStop(c.scope, detail: "x") != nil) == c.retriedOnResume, "\(c)")
         }
-        let endings: [RunEnding] = [.drained, .stopped("signal"), .appleUnavailable("503"), .unauthorized, .untrustedServer("x"),
-                                    .databaseUnavailable("gone")]
-        #expect(endings.map { label($0.outcome(runId: 9, polled: 4)) } == [
-            "joined 9 4", "interrupted 9 signal", "apple 9 503", "unauthorized 9", "untrusted 9 x", "database 9 gone",
-        ])
+        var m = machine()
+        m.stop(.databaseUnavailable("gone"), now: t0)
+        #expect(m.stopReason == "PostgreSQL unavailable: gone")
     }
 }
