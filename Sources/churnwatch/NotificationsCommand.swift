@@ -103,7 +103,7 @@ struct NotificationsIngestCommand: AsyncParsableCommand {
         discussion: """
             Each notification is verified (chain, bundle id, app Apple id in Production, environment, and its inner signed \
             transaction and renewal info); one that fails is quarantined with the reason and changes nothing. Repeats \
-            (by notificationUUID) are counted as duplicates. Blank lines are skipped.
+            (by notificationUUID) are counted as duplicates. Blank lines are skipped; a line over 1 MiB is skipped and named.
             Exits 65 when the input held lines but none verified as a notification of this app.
             """
     )
@@ -135,13 +135,17 @@ struct NotificationsIngestCommand: AsyncParsableCommand {
             }
             let now = Date()
             let context = try await FeedContext.open(global: global, apple: apple, options: feedOptions, asOf: now, logger: logger)
-            var reader = LineReader(handle: handle)
+            var reader = LineReader(handle: handle, maxLineBytes: NotificationLine.maxBytes)
             let batchSize = context.feed.settings.batchSize
             var first = true
+            var tooLong: [Int] = []
             let summary = try await context.feed.ingest(now: now) { () throws -> [String]? in
                 var lines: [String] = []
-                while lines.count < batchSize, let (_, read) = try reader.next() {
-                    guard case .bytes(var line) = read else { continue }  // no limit: never too long
+                while lines.count < batchSize, let (number, read) = try reader.next() {
+                    guard case .bytes(var line) = read else {
+                        tooLong.append(number)
+                        continue
+                    }
                     if first {
                         // A UTF-8 byte order mark (as some editors and Windows tools write) is no part of the payload.
                         first = false
@@ -152,9 +156,14 @@ struct NotificationsIngestCommand: AsyncParsableCommand {
                 return lines.isEmpty ? nil : lines
             }
             print(FeedSummaryText.line(summary, what: "notifications ingest \(file)"))
+            if !tooLong.isEmpty {
+                let shown = tooLong.prefix(5).map(String.init).joined(separator: ", ") + (tooLong.count > 5 ? ", ..." : "")
+                FileHandle.standardError.write(Data(("churnwatch: skipped \(tooLong.count) line(s) longer than \(NotificationLine.maxBytes) bytes "
+                    + "(line \(shown)): a notification is a few KB; check how the file was written\n").utf8))
+            }
             let inbox = try await context.feed.drainInbox(now: now)
             if inbox.read > 0 { print(FeedSummaryText.line(inbox, what: "notification inbox")) }
-            if summary.read > 0, summary.applied + summary.duplicates + summary.stale + summary.ignored == 0 {
+            if summary.read + tooLong.count > 0, summary.applied + summary.duplicates + summary.stale + summary.ignored == 0 {
                 throw CLIError(description: "nothing in \(file) verified as a notification of this app: \(summary.quarantined) quarantined "
                                + "(reasons in churnwatch.quarantine; check the file, APPSTORE_BUNDLE_ID and APPSTORE_ENVIRONMENT)",
                                exitCode: ExitStatus.dataError)
@@ -166,6 +175,10 @@ struct NotificationsIngestCommand: AsyncParsableCommand {
 /// One line of an ingest file: `{"signedPayload": "..."}` or a bare JWS; nil for a blank line.
 /// Anything else is passed on as it is, so verification rejects it and it is quarantined.
 enum NotificationLine {
+    /// The longest line read (1 MiB, as for `import`): a notification with its certificate chain
+    /// and inner signed transaction is a few KB, and memory stays bounded whatever the file holds.
+    static let maxBytes = 1 << 20
+
     static func payload(_ raw: ArraySlice<UInt8>) -> String? {
         var lo = raw.startIndex, hi = raw.endIndex
         while lo < hi, isSpace(raw[lo]) { lo += 1 }

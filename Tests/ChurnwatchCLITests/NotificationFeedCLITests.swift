@@ -39,7 +39,7 @@ struct NotificationFeedCLITests {
         try db.query(sql)[0].decode(Int.self, at: 0)
     }
 
-    @Test("ingest applies a file of notifications once (a UTF-8 byte order mark before the first line, a Sandbox subscriber's notification in a Production deployment): a second pass and the inbox count duplicates; a truncated line and another app's are quarantined and change nothing")
+    @Test("ingest applies a file of notifications once (a UTF-8 byte order mark before the first line, a Sandbox subscriber's notification in a Production deployment): a second pass and the inbox count duplicates; a truncated line and another app's are quarantined and change nothing; a line over 1 MiB is skipped and named")
     func ingestTwiceAndTheInbox() async throws {
         let world = try await E2E.World.make(subscribers: 600, seed: 21, simFlags: ["--sandbox-share", "0.2"], populationLead: 45 * Self.day)
         defer { world.close() }
@@ -58,13 +58,15 @@ struct NotificationFeedCLITests {
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("cw-ingest-\(UUID().uuidString.prefix(8)).jsonl")
         defer { try? FileManager.default.removeItem(at: file) }
         var lines = recent.enumerated().map { i, p in i % 2 == 0 ? "{\"signedPayload\": \"\(p)\"}" : p }
-        lines += ["", truncated, try #require(sandbox.first)]
+        lines += ["", truncated, try #require(sandbox.first), String(repeating: "A", count: 2 << 20)]
         try ("\u{FEFF}" + lines.joined(separator: "\n")).write(to: file, atomically: true, encoding: .utf8)
 
         let once = try await CLIRunner.run(["notifications", "ingest", file.path], environment: env)
         #expect(once.status == 0, "\(once.stderr)")
         #expect(once.stdout.contains("\(recent.count + 2) read"), "\(once.stdout)")
         #expect(once.stdout.contains("1 quarantined"), "\(once.stdout)")
+        // A line longer than 1 MiB is skipped and named, not read into memory.
+        #expect(once.stderr.contains("skipped 1 line(s) longer than 1048576 bytes (line \(lines.count))"), "\(once.stderr)")
         let applied = try Self.count(db, "SELECT count(*) FROM churnwatch.notifications WHERE outcome IN ('applied', 'stale')")
         #expect(applied == recent.count + 1, "every line but the truncated one, the Sandbox one included")
         #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.notifications WHERE environment = 'Sandbox'") == 1)
