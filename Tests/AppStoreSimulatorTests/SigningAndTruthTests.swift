@@ -76,6 +76,21 @@ import Testing
         let sub = (truth["subscriptions"] as! [[String: Any]]).first { $0["original_transaction_id"] as? String == sample["original_transaction_id"] as? String }
         #expect(sub?["auto_renew"] as? Bool == false)
         #expect(try await sim.get("/_sim/events?from=nope", token: "").status == 400)
+
+        // The same state, asked for that one subscription at that moment (POST /_sim/truth/at),
+        // and one moment before its first purchase.
+        let otid = try #require(sample["original_transaction_id"] as? String)
+        let asks: [[String: String]] = [["original_transaction_id": otid, "at": sample["occurred_at"] as! String],
+                                        ["original_transaction_id": otid, "at": "2000-01-01T00:00:00Z"]]
+        let states = try #require(try await sim.post("/_sim/truth/at", body: try JSONSerialization.data(withJSONObject: asks))
+            .json as? [String: Any])["states"] as? [[String: Any]]
+        #expect(states?.count == 2)
+        for key in ["segment", "status", "auto_renew", "expires_at", "transaction_id"] {
+            #expect("\(states?[0][key] ?? "-")" == "\(sub?[key] ?? "-")", "\(key)")
+        }
+        #expect(states?[0]["at"] as? String == sample["occurred_at"] as? String)
+        #expect(states?[1]["exists"] as? Bool == false)
+        #expect(try await sim.post("/_sim/truth/at", body: Data("[{\"original_transaction_id\": \"1\"}]".utf8)).status == 400)
     }
 
     /// Same seed and same key directory: the same bytes, except the ECDSA signatures themselves

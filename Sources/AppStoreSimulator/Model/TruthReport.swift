@@ -9,33 +9,62 @@ public enum TruthReport {
         w.date("at", t)
         w.beginArray("subscriptions")
         for i in 0..<population.count where population.exists(i, at: t) {
-            let s = population.state(i, at: t)
-            let catalog = population.catalog
-            w.beginObject()
-            w.string("original_transaction_id", population.originalTransactionId(i))
-            w.string("environment", population.environment(i))
-            w.string("app_account_token", population.appAccountToken(i))
-            w.string("customer_ref", population.customerRef(i))
-            w.string("segment", s.segment(at: t).rawValue)
-            w.date("segment_since", s.segmentSince)
-            w.int("status", Int64(s.status))
-            w.string("product_id", catalog.products[s.latest.product].id)
-            w.string("auto_renew_product_id", catalog.products[s.autoRenewProduct].id)
-            w.bool("auto_renew", s.reportedAutoRenew)
-            w.date("expires_at", s.latest.expiresDate)
-            w.bool("in_billing_retry", s.isInBillingRetry)
-            w.date("grace_period_expires_at", s.gracePeriodExpiresDate)
-            w.int("expiration_intent", s.expirationIntent.map(Int64.init))
-            w.int("revocation_reason", s.latest.revocation.map { Int64($0.reason) })
-            w.int("price_increase_status", s.priceIncrease == .none ? nil : s.priceIncrease == .pending ? 0 : 1)
-            w.int("offer_type", s.latest.offer.offerType.map(Int64.init))
-            w.string("transaction_id", population.transactionId(i, s.latest.index))
-            w.string("fault", fault(i))
-            w.endObject()
+            subscription(population, i, at: t, fault: fault(i), to: &w)
         }
         w.endArray()
         w.endObject()
         return w.bytes
+    }
+
+    /// `{"states": [...]}`: each asked subscription's state at its own moment, as `truth` writes
+    /// it plus `"at"` (a subscription not yet purchased then is written with `"exists": false`).
+    public static func states(_ population: Population, at queries: [(subscriber: Int, at: Int64)]) -> [UInt8] {
+        var w = JSONWriter(capacity: queries.count * 460 + 64)
+        w.beginObject()
+        w.beginArray("states")
+        for (i, t) in queries {
+            guard population.exists(i, at: t) else {
+                w.beginObject()
+                w.string("original_transaction_id", population.originalTransactionId(i))
+                w.date("at", t)
+                w.bool("exists", false)
+                w.endObject()
+                continue
+            }
+            subscription(population, i, at: t, fault: nil, to: &w, stamped: true)
+        }
+        w.endArray()
+        w.endObject()
+        return w.bytes
+    }
+
+    /// One subscription's state at `t` as an object of `truth` (with `stamped`: its moment too).
+    private static func subscription(_ population: Population, _ i: Int, at t: Int64, fault: String?, to w: inout JSONWriter,
+                                     stamped: Bool = false) {
+        let s = population.state(i, at: t)
+        let catalog = population.catalog
+        w.beginObject()
+        w.string("original_transaction_id", population.originalTransactionId(i))
+        if stamped { w.date("at", t) }
+        w.string("environment", population.environment(i))
+        w.string("app_account_token", population.appAccountToken(i))
+        w.string("customer_ref", population.customerRef(i))
+        w.string("segment", s.segment(at: t).rawValue)
+        w.date("segment_since", s.segmentSince)
+        w.int("status", Int64(s.status))
+        w.string("product_id", catalog.products[s.latest.product].id)
+        w.string("auto_renew_product_id", catalog.products[s.autoRenewProduct].id)
+        w.bool("auto_renew", s.reportedAutoRenew)
+        w.date("expires_at", s.latest.expiresDate)
+        w.bool("in_billing_retry", s.isInBillingRetry)
+        w.date("grace_period_expires_at", s.gracePeriodExpiresDate)
+        w.int("expiration_intent", s.expirationIntent.map(Int64.init))
+        w.int("revocation_reason", s.latest.revocation.map { Int64($0.reason) })
+        w.int("price_increase_status", s.priceIncrease == .none ? nil : s.priceIncrease == .pending ? 0 : 1)
+        w.int("offer_type", s.latest.offer.offerType.map(Int64.init))
+        w.string("transaction_id", population.transactionId(i, s.latest.index))
+        w.string("fault", fault)
+        w.endObject()
     }
 
     /// `{"from": ISO, "to": ISO, "events": [{"original_transaction_id", "event", "occurred_at",

@@ -64,6 +64,8 @@ extension SimulatorService {
                 at = t
             }
             return .json(200, TruthReport.truth(population, at: at, fault: { self.fault($0)?.rawValue }))
+        case ("POST", "/_sim/truth/at"):
+            return truthAt(req) ?? bad("POST /_sim/truth/at wants [{\"original_transaction_id\": ID, \"at\": ISO8601}, ...]")
         case ("GET", "/_sim/events"):
             var from = population.config.start, to = clock.now()
             if let s = q["from"] {
@@ -102,6 +104,23 @@ extension SimulatorService {
         default:
             return SimResponse(status: 404)
         }
+    }
+
+    private struct TruthAtQuery: Decodable {
+        var original_transaction_id: String
+        var at: String
+    }
+
+    /// `POST /_sim/truth/at`: each named subscription's true state at its own moment (nil: bad input).
+    private func truthAt(_ req: SimRequest) -> SimResponse? {
+        guard let body = try? JSONDecoder().decode([TruthAtQuery].self, from: Data(req.body)) else { return nil }
+        var queries: [(subscriber: Int, at: Int64)] = []
+        for q in body {
+            guard let loc = population.locate(transactionId: q.original_transaction_id), loc.transaction == 0,
+                  let at = SimTime.parse(q.at) else { return nil }
+            queries.append((loc.subscriber, at))
+        }
+        return .json(200, TruthReport.states(population, at: queries))
     }
 
     private struct RedeemBody: Decodable {
