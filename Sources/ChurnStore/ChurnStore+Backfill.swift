@@ -1,3 +1,4 @@
+import AppStoreModels
 import ChurnModel
 import Foundation
 import Postgres
@@ -22,11 +23,11 @@ public struct BackfillCohort: Sendable, Equatable {
     public var ids: [String]?
     /// The current segment is one of these; a subscription without a segment row is `unknown`.
     public var segments: [Segment] = []
-    /// The registered environment, `Production` or `Sandbox`; a subscription registered
-    /// without one (NULL) is in ``configuredEnvironment``.
-    public var environment: String?
+    /// The registered environment, Production or Sandbox; a subscription registered without
+    /// one (NULL) is in ``configuredEnvironment``.
+    public var environment: AppStoreEnvironment?
     /// APPSTORE_ENVIRONMENT: the environment of subscriptions registered without one.
-    public var configuredEnvironment = "Production"
+    public var configuredEnvironment = AppStoreEnvironment.production
     /// Every registered subscription.
     public var all = false
 
@@ -48,6 +49,7 @@ public struct BackfillCohort: Sendable, Equatable {
         public var idsCount: Int?
         public var idsDigest: String?
         public var segments: [String]?
+        /// As stored: `Production` or `Sandbox`.
         public var environment: String?
         public var all: Bool?
 
@@ -62,7 +64,7 @@ public struct BackfillCohort: Sendable, Equatable {
         Record(products: productIds.isEmpty ? nil : productIds.sorted(), group: groupId,
                purchasedFrom: purchasedFrom.map { $0.ISO8601Format() }, purchasedBefore: purchasedBefore.map { $0.ISO8601Format() },
                idsCount: ids.map { Set($0).count }, idsDigest: ids.map(Self.digest), segments: segments.isEmpty ? nil : segments.map(\.rawValue).sorted(),
-               environment: environment, all: all ? true : nil)
+               environment: environment?.rawValue, all: all ? true : nil)
     }
 
     /// One line for logs and messages: `product a,b; purchased 2026-01-01T00:00:00Z..2026-02-01T00:00:00Z`.
@@ -76,7 +78,7 @@ public struct BackfillCohort: Sendable, Equatable {
         }
         if let ids { parts.append("\(ids.count) ids") }
         if !segments.isEmpty { parts.append("segment \(segments.map(\.rawValue).joined(separator: ","))") }
-        if let environment { parts.append("environment \(environment)") }
+        if let environment { parts.append("environment \(environment.rawValue)") }
         return parts.isEmpty ? "nothing" : parts.joined(separator: "; ")
     }
 
@@ -139,7 +141,9 @@ extension ChurnStore {
         var conditions: [PostgresQuery] = []
         if !c.productIds.isEmpty { conditions.append("s.product_id = ANY(\(c.productIds))") }
         if let group = c.groupId { conditions.append("s.subscription_group_id = \(group)") }
-        if let environment = c.environment { conditions.append("coalesce(s.environment, \(c.configuredEnvironment)) = \(environment)") }
+        if let environment = c.environment {
+            conditions.append("coalesce(s.environment, \(c.configuredEnvironment.rawValue)) = \(environment.rawValue)")
+        }
         if let ids = c.ids { conditions.append("s.original_transaction_id = ANY(\(ids))") }
         if !c.segments.isEmpty {
             conditions.append("coalesce(g.segment, 'unknown') = ANY(\(c.segments.map(\.rawValue)))")

@@ -6,11 +6,11 @@ import Postgres
 /// The change feed's reads (docs/contracts.md "Change feed").
 extension ChurnStore {
     /// Where the sync of `environment` stands (an empty state before the first sync).
-    public func feedStateRead(environment: String) async throws -> FeedState {
+    public func feedStateRead(environment: AppStoreEnvironment) async throws -> FeedState {
         try await pool.withConnection { db in
             let rows = try db.query("""
                 SELECT synced_until, window_start, window_end, pagination_token, last_sync_at, last_sync_records, records_total
-                FROM churnwatch.notification_feed WHERE environment = \(environment)
+                FROM churnwatch.notification_feed WHERE environment = \(environment.rawValue)
                 """)
             guard let row = rows.first else { return FeedState() }
             var state = FeedState()
@@ -28,7 +28,7 @@ extension ChurnStore {
 
     /// Stores the cursor after a page (`finishedAt` nil) or after the last page of a sync.
     /// `records`: history records read by this page.
-    public func feedCursorWrite(environment: String, cursor: FeedCursor, records: Int, finishedAt: Date?) async throws {
+    public func feedCursorWrite(environment: AppStoreEnvironment, cursor: FeedCursor, records: Int, finishedAt: Date?) async throws {
         let until = cursor.syncedUntil.map { EpochMilliseconds($0).date }
         let start = cursor.inProgress.map { EpochMilliseconds($0.start).date }
         let end = cursor.inProgress.map { EpochMilliseconds($0.end).date }
@@ -37,7 +37,7 @@ extension ChurnStore {
             try db.execute("""
                 INSERT INTO churnwatch.notification_feed AS f (environment, synced_until, window_start, window_end, pagination_token,
                                                                last_sync_at, last_sync_records, records_total)
-                VALUES (\(environment), \(until), \(start), \(end), \(token), \(finishedAt), \(records), \(records))
+                VALUES (\(environment.rawValue), \(until), \(start), \(end), \(token), \(finishedAt), \(records), \(records))
                 ON CONFLICT (environment) DO UPDATE SET
                     synced_until = excluded.synced_until, window_start = excluded.window_start,
                     window_end = excluded.window_end, pagination_token = excluded.pagination_token,
@@ -99,14 +99,14 @@ extension ChurnStore {
 
     /// Up to `limit` subscriptions of `environment` whose state a first sync established and no
     /// poll has replaced, in id order after `after` (keyset paging over the whole table).
-    public func feedEstablished(environment: String, after: String, limit: Int) async throws -> [ClaimedItem] {
+    public func feedEstablished(environment: AppStoreEnvironment, after: String, limit: Int) async throws -> [ClaimedItem] {
         let decoder = JSONDecoder()
         return try await pool.withConnection { db in
             try db.query("""
                 SELECT \(Self.feedItemColumns)
                 FROM churnwatch.subscriptions s
                 LEFT JOIN churnwatch.subscription_segments g USING (original_transaction_id)
-                WHERE s.original_transaction_id > \(after) AND s.environment = \(environment)
+                WHERE s.original_transaction_id > \(after) AND s.environment = \(environment.rawValue)
                   AND s.established_at IS NOT NULL AND s.last_polled_at IS NULL AND s.snapshot IS NOT NULL
                 ORDER BY s.original_transaction_id
                 LIMIT \(limit)
@@ -139,7 +139,7 @@ extension ChurnStore {
     }
 
     /// The feed for `status`, `plan` and the metrics file.
-    public func feedStatus(environment: String, asOf: Date) async throws -> FeedStatus {
+    public func feedStatus(environment: AppStoreEnvironment, asOf: Date) async throws -> FeedStatus {
         let state = try await feedStateRead(environment: environment)
         return try await pool.withConnection { db in
             var last24h: [NotificationOutcome: Int] = [:]
@@ -159,14 +159,14 @@ extension ChurnStore {
     /// True once any verified notification about a subscription of `environment` was recorded:
     /// from then on planning trusts that environment's feed and polls only where it is silent
     /// (``PlanWindows/feedEnvironments``).
-    public func notificationsSeen(environment: String) async throws -> Bool {
+    public func notificationsSeen(environment: AppStoreEnvironment) async throws -> Bool {
         try await pool.withConnection { db in try Self.notificationsSeen(db, environment: environment) }
     }
 
-    static func notificationsSeen(_ db: PostgresConnection, environment: String) throws -> Bool {
+    static func notificationsSeen(_ db: PostgresConnection, environment: AppStoreEnvironment) throws -> Bool {
         try db.query("""
             SELECT EXISTS (SELECT 1 FROM churnwatch.notifications
-                           WHERE environment = \(environment) AND outcome IN ('applied', 'stale')) AS seen
+                           WHERE environment = \(environment.rawValue) AND outcome IN ('applied', 'stale')) AS seen
             """)[0].decode(Bool.self, "seen")
     }
 }
@@ -174,7 +174,7 @@ extension ChurnStore {
 extension ClaimedItem {
     /// A subscription first heard of through a notification, before its row exists: no state,
     /// so its first observation establishes state without events (as a first poll does).
-    public static func unregistered(_ id: String, environment: String?, appAccountToken: UUID?) -> ClaimedItem {
+    public static func unregistered(_ id: String, environment: AppStoreEnvironment?, appAccountToken: UUID?) -> ClaimedItem {
         ClaimedItem(originalTransactionId: id, reason: "feed", attempts: 0, environment: environment, receiptData: nil,
                     appAccountToken: appAccountToken, customerRef: nil, snapshot: nil, segment: nil,
                     latestTransactionId: nil, historyRevision: nil, liveEpisodes: [])

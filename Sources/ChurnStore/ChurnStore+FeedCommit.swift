@@ -1,3 +1,4 @@
+import AppStoreModels
 import ChurnModel
 import Foundation
 import Postgres
@@ -55,12 +56,13 @@ extension ChurnStore {
 
     /// Subscriptions first heard of through a notification, registered as the app's backend
     /// would (an existing row is left alone).
-    static func subscriptionsRegister(_ db: PostgresConnection, _ rows: [(id: String, environment: String, appAccountToken: UUID?)]) throws -> Int {
+    static func subscriptionsRegister(_ db: PostgresConnection,
+                                      _ rows: [(id: String, environment: AppStoreEnvironment, appAccountToken: UUID?)]) throws -> Int {
         guard !rows.isEmpty else { return 0 }
         return try db.execute("""
             INSERT INTO churnwatch.subscriptions (original_transaction_id, environment, app_account_token)
             SELECT id, environment, token
-            FROM unnest(\(rows.map(\.id))::text[], \(rows.map(\.environment))::text[], \(rows.map(\.appAccountToken))::uuid[])
+            FROM unnest(\(rows.map(\.id))::text[], \(rows.map(\.environment.rawValue))::text[], \(rows.map(\.appAccountToken))::uuid[])
                  AS u(id, environment, token)
             ON CONFLICT (original_transaction_id) DO NOTHING
             """)
@@ -75,7 +77,7 @@ extension ChurnStore {
             SELECT uuid, type, subtype, signed_date, otid, environment, source, outcome, reason, digest
             FROM unnest(\(records.map(\.uuid))::uuid[], \(records.map(\.type))::text[], \(records.map(\.subtype))::text[],
                         \(records.map(\.signedDate))::timestamptz[], \(records.map(\.originalTransactionId))::text[],
-                        \(records.map(\.environment))::text[], \(records.map(\.source.rawValue))::text[],
+                        \(records.map(\.environment?.rawValue))::text[], \(records.map(\.source.rawValue))::text[],
                         \(records.map(\.outcome.rawValue))::text[], \(records.map(\.reason))::text[],
                         \(records.map(\.payloadDigest))::text[])
                  AS u(uuid, type, subtype, signed_date, otid, environment, source, outcome, reason, digest)

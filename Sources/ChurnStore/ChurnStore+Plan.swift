@@ -1,3 +1,4 @@
+import AppStoreModels
 import Foundation
 import Postgres
 
@@ -38,10 +39,11 @@ extension ChurnStore {
         ]
         guard w.feedDriven else { return windowRules }
         let feedRules = feedDueRules(asOf: asOf, windows: w)
-        if w.feedEnvironments.isSuperset(of: ["Production", "Sandbox"]) { return feedRules }
+        if w.feedEnvironments.isSuperset(of: [.production, .sandbox]) { return feedRules }
         // Some environments' feeds are live, not all: each subscription by its environment's
         // rules (new, failed and stale are the same in both).
-        let inFeed: PostgresQuery = "coalesce(environment, \(w.configuredEnvironment)) = ANY(\(w.feedEnvironments.sorted())::text[])"
+        let live = w.feedEnvironments.map(\.rawValue).sorted()
+        let inFeed: PostgresQuery = "coalesce(environment, \(w.configuredEnvironment.rawValue)) = ANY(\(live)::text[])"
         return DueReason.allCases.compactMap { reason in
             let byFeed = feedRules.first { $0.reason == reason }?.condition
             let byWindows = windowRules.first { $0.reason == reason }?.condition

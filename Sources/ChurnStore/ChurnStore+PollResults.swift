@@ -79,7 +79,8 @@ extension ChurnStore {
 /// A batch of poll results as column arrays, one per `unnest` parameter of the commit's
 /// statements.
 struct PollBatch {
-    /// Polled subscriptions (their current ids, after a learned id) and the environments that answered.
+    /// Polled subscriptions (their current ids, after a learned id) and the environments that
+    /// answered (as stored: `Production`, `Sandbox`).
     var polledIds: [String] = [], polledEnvironments: [String] = []
     /// The run items of the polled subscriptions (the ids they were planned under).
     var polledItemIds: [String] = []
@@ -110,7 +111,7 @@ struct PollBatch {
                 }
                 polledIds.append(item.originalTransactionId)
                 polledItemIds.append(w.item.originalTransactionId)
-                polledEnvironments.append(p.environment)
+                polledEnvironments.append(p.environment.rawValue)
                 if !p.stale { fresh.append((p, item)) }
             case .failed(let failureClass, let reason):
                 failedIds.append(w.item.originalTransactionId)

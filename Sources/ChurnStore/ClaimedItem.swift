@@ -1,3 +1,4 @@
+import AppStoreModels
 import ChurnModel
 import Foundation
 import Postgres
@@ -7,9 +8,9 @@ public struct ClaimedItem: Sendable {
     public var originalTransactionId: String
     public var reason: String
     public var attempts: Int
-    /// `Production` or `Sandbox`, as registered (or as corrected by an earlier poll); nil when
+    /// Production or Sandbox, as registered (or as corrected by an earlier poll); nil when
     /// registered without one: the configured environment (APPSTORE_ENVIRONMENT).
-    public var environment: String?
+    public var environment: AppStoreEnvironment?
     public var receiptData: String?
     public var appAccountToken: UUID?
     public var customerRef: String?
@@ -49,7 +50,7 @@ extension ChurnStore {
             originalTransactionId: try row.decode(String.self, "original_transaction_id"),
             reason: try row.decode(String.self, "reason"),
             attempts: try row.decode(Int.self, "attempts"),
-            environment: try row.decode(String?.self, "environment"),
+            environment: try row.decode(String?.self, "environment").flatMap(AppStoreEnvironment.init(rawValue:)),
             receiptData: try row.decode(String?.self, "receipt_data"),
             appAccountToken: try row.decode(UUID?.self, "app_account_token"),
             customerRef: try row.decode(String?.self, "customer_ref"),

@@ -1,3 +1,4 @@
+import AppStoreModels
 import ChurnModel
 import Foundation
 
@@ -34,7 +35,8 @@ public struct NotificationRecord: Sendable, Equatable {
     public var subtype: String?
     public var signedDate: Date?
     public var originalTransactionId: String?
-    public var environment: String?
+    /// The environment the notification says it is from; nil for a quarantined payload.
+    public var environment: AppStoreEnvironment?
     public var source: NotificationSource
     /// Never ``NotificationOutcome/duplicate``: a duplicate is not stored again.
     public var outcome: NotificationOutcome
@@ -43,7 +45,7 @@ public struct NotificationRecord: Sendable, Equatable {
     public var payloadDigest: String?
 
     public init(uuid: UUID?, type: String?, subtype: String?, signedDate: Date?, originalTransactionId: String?,
-                environment: String?, source: NotificationSource, outcome: NotificationOutcome, reason: String? = nil,
+                environment: AppStoreEnvironment?, source: NotificationSource, outcome: NotificationOutcome, reason: String? = nil,
                 payloadDigest: String? = nil) {
         self.payloadDigest = payloadDigest
         self.uuid = uuid
@@ -83,7 +85,7 @@ public struct FeedBatch: Sendable {
     public var established: [String] = []
     public var records: [NotificationRecord] = []
     /// Subscriptions first heard of through a notification: (id, environment, app account token).
-    public var register: [(id: String, environment: String, appAccountToken: UUID?)] = []
+    public var register: [(id: String, environment: AppStoreEnvironment, appAccountToken: UUID?)] = []
     /// Inbox rows handled by this batch, with what became of each.
     public var inbox: [(id: Int64, outcome: NotificationOutcome)] = []
     /// The subscription each of those inbox rows is about, where it is about one.

@@ -1,3 +1,4 @@
+import AppStoreModels
 import Foundation
 
 /// The selection windows of docs/architecture.md §1: which subscriptions a run polls.
@@ -16,14 +17,14 @@ public struct PlanWindows: Sendable, Equatable, Codable {
     /// (so a second run on the same night spends nothing). New, failed, billing trouble and
     /// at-risk subscriptions are not held back by it beyond this.
     public var minInterval: TimeInterval = 12 * 3600
-    /// The environments (`Production`, `Sandbox`) whose change feed is live (a sync read that
+    /// The environments (Production, Sandbox) whose change feed is live (a sync read that
     /// environment's notification history up to the run, and the database has seen its
     /// notifications): for their subscriptions the date windows give way to the feed's safety
     /// net (``DueReason/periodEndUnnotified``, ``DueReason/billingNoNews``); the others are
     /// planned by the windows. Set by the run, not a flag.
-    public var feedEnvironments: Set<String> = []
+    public var feedEnvironments: Set<AppStoreEnvironment> = []
     /// The environment of a subscription registered without one (APPSTORE_ENVIRONMENT).
-    public var configuredEnvironment = "Production"
+    public var configuredEnvironment = AppStoreEnvironment.production
     /// Some subscriptions are planned by the change feed.
     public var feedDriven: Bool { !feedEnvironments.isEmpty }
     /// With the feed: a period that ended less than this ago is not yet suspicious (Apple sends

@@ -38,7 +38,7 @@ struct SubscriptionColumns {
         snapshots.append(PostgresJSON(data: try encoder.encode(s)))
         historyRevisions.append(p.historyRevision)
         receiptLatests.append(p.receiptLatest)
-        environments.append(p.environment)
+        environments.append(p.environment.rawValue)
     }
 }
 

@@ -1,3 +1,4 @@
+import AppStoreModels
 import ChurnModel
 import Foundation
 
@@ -21,7 +22,7 @@ public struct PollWrite: Sendable {
         /// Apple's answer was older than the stored state: only poll times are written.
         public var stale: Bool
         /// The environment that answered (corrects a wrong registration).
-        public var environment: String
+        public var environment: AppStoreEnvironment
         public var historyRevision: String?
         public var receiptLatest: String?
         public var transactions: [TransactionRecord]
@@ -29,7 +30,7 @@ public struct PollWrite: Sendable {
         public var segment: SegmentState
         public var winback: WinbackDecision
 
-        public init(snapshot: SubscriptionSnapshot, stale: Bool, environment: String, historyRevision: String?,
+        public init(snapshot: SubscriptionSnapshot, stale: Bool, environment: AppStoreEnvironment, historyRevision: String?,
                     receiptLatest: String?, transactions: [TransactionRecord], events: [ChurnEvent],
                     segment: SegmentState, winback: WinbackDecision) {
             self.snapshot = snapshot

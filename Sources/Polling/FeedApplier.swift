@@ -100,10 +100,10 @@ public struct FeedApplier: Sendable {
         var batches = [first]
         for otid in bySubscription.keys.sorted() {
             let list = bySubscription[otid]!.sorted { ($0.0.signedDate, $0.2.uuidString) < ($1.0.signedDate, $1.2.uuidString) }
-            var item = stored[otid] ?? .unregistered(otid, environment: list[0].0.environment.rawValue,
+            var item = stored[otid] ?? .unregistered(otid, environment: list[0].0.environment,
                                                      appAccountToken: list[0].0.transaction?.appAccountTokenUUID)
             if stored[otid] == nil {
-                batches[0].register.append((otid, list[0].0.environment.rawValue, item.appAccountToken))
+                batches[0].register.append((otid, list[0].0.environment, item.appAccountToken))
             }
             // Established, not compared: the newest notification's state, no events, no win-back
             // (what the state calls for now is enqueued once the first sync has read its window
@@ -151,7 +151,7 @@ public struct FeedApplier: Sendable {
                                             history: nil, asOf: at)
         var records = earlier
         if quiet != nil || !SubscriptionPoller.storedUnchanged(facts, in: item.snapshot) { records.append(record) }
-        var write = SubscriptionPoller.decide(item, snapshot: snapshot, environment: v.environment.rawValue, revision: nil,
+        var write = SubscriptionPoller.decide(item, snapshot: snapshot, environment: v.environment, revision: nil,
                                               receiptLatest: nil, records: records, asOf: quiet.map { max($0, at) } ?? at, policy: policy)
         guard case .polled(var polled) = write.outcome, !polled.stale else {
             batch.record(v, uuid, input, outcome: .stale, reason: "the stored state was signed later")
@@ -192,7 +192,7 @@ extension FeedBatch {
     mutating func record(_ v: VerifiedNotification, _ uuid: UUID, _ input: FeedInput, outcome: NotificationOutcome, reason: String? = nil) {
         records.append(NotificationRecord(
             uuid: uuid, type: v.notificationType, subtype: v.subtype, signedDate: v.signedDate.date,
-            originalTransactionId: v.originalTransactionId, environment: v.environment.rawValue,
+            originalTransactionId: v.originalTransactionId, environment: v.environment,
             source: input.source, outcome: outcome, reason: reason))
         if let id = input.inboxId {
             inbox.append((id, outcome))

@@ -33,8 +33,7 @@ extension FeedSync {
     /// One environment's history, from its own cursor.
     func syncHistory(_ environment: AppStoreEnvironment, now: Date, runId: Int64?,
                      stop: @Sendable () -> String? = { nil }) async throws -> FeedSummary {
-        let env = environment.rawValue
-        let state = try await store.feedStateRead(environment: env)
+        let state = try await store.feedStateRead(environment: environment)
         var cursor = state.cursor
         // The first sync (resumed too, if it was cut short) establishes state.
         let establishOnly = cursor.syncedUntil == nil
@@ -52,7 +51,7 @@ extension FeedSync {
         func commitRead() async throws {
             summary.add(try await flush(&pending, environment: environment, establishOnly: establishOnly, runId: runId, now: now))
             if pendingRecords > 0 || cursor != state.cursor {
-                try await store.feedCursorWrite(environment: env, cursor: cursor, records: pendingRecords, finishedAt: nil)
+                try await store.feedCursorWrite(environment: environment, cursor: cursor, records: pendingRecords, finishedAt: nil)
             }
         }
         while true {
@@ -76,7 +75,7 @@ extension FeedSync {
             case let failed:
                 try await commitRead()
                 let (reason, failureClass) = SubscriptionPoller.classify(failed)
-                let prefix = environment == self.environment ? "" : "\(env) history: "
+                let prefix = environment == self.environment ? "" : "\(environment.rawValue) history: "
                 summary.failure = FeedFailure(failureClass: failureClass, reason: prefix + reason)
                 return summary
             }
@@ -91,7 +90,7 @@ extension FeedSync {
                     // Before the cursor says the first sync is done (a stop here repeats it).
                     summary.enqueued += try await enqueueEstablished(environment, now: now, runId: runId)
                 }
-                try await store.feedCursorWrite(environment: env, cursor: next, records: pendingRecords, finishedAt: page.hasMore ? nil : now)
+                try await store.feedCursorWrite(environment: environment, cursor: next, records: pendingRecords, finishedAt: page.hasMore ? nil : now)
                 pendingRecords = 0
             }
             cursor = next
@@ -108,7 +107,7 @@ extension FeedSync {
     func enqueueEstablished(_ environment: AppStoreEnvironment, now: Date, runId: Int64?) async throws -> Int {
         var after = "", created = 0
         while true {
-            let items = try await store.feedEstablished(environment: environment.rawValue, after: after, limit: settings.batchSize)
+            let items = try await store.feedEstablished(environment: environment, after: after, limit: settings.batchSize)
             guard let last = items.last else { return created }
             after = last.originalTransactionId
             created += try await store.winbackEnqueue(applier.establishedWinback(items, now: now), runId: runId)

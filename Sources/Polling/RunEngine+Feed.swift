@@ -17,7 +17,7 @@ extension RunEngine {
     /// environment's subscriptions to the windows tonight. Another process syncing right now
     /// is waited for (a sync takes seconds; planning without it would poll by the windows while
     /// it applies). A PostgreSQL restart is ridden out like one mid-run (the sync is safe to repeat).
-    func syncFeed(_ feed: FeedSync, locks: RunLocks) async throws -> Set<String> {
+    func syncFeed(_ feed: FeedSync, locks: RunLocks) async throws -> Set<AppStoreEnvironment> {
         guard try await takeFeedLock(locks) else {
             logger.notice("another process is still syncing the change feed: planning by the windows tonight")
             return []
@@ -53,8 +53,8 @@ extension RunEngine {
         if summary.gap != nil {
             logger.warning("the change feed has a gap (the cursor is older than Apple's history): planning by the windows tonight")
         }
-        var live = Set<String>()
-        for environment in summary.readThrough.map(\.rawValue) {
+        var live = Set<AppStoreEnvironment>()
+        for environment in summary.readThrough {
             if try await persist("feed check", { try await self.store.notificationsSeen(environment: environment) }) {
                 live.insert(environment)
             }

@@ -26,8 +26,9 @@ extension SubscriptionPoller {
                                            quarantine: [QuarantinedPayload(endpoint: AppStoreEndpoint.verifyReceipt.rawValue, reason: why, payload: receipt)]),
                           failure: .subscription, calls: calls)
         }
-        let environment = result.environment.rawValue
-        let all = (result.response.latestReceiptInfo ?? []).compactMap { TransactionFacts(legacy: $0, environment: environment) }
+        let environment = result.environment
+        // The facts keep Apple's raw text, as its payloads do.
+        let all = (result.response.latestReceiptInfo ?? []).compactMap { TransactionFacts(legacy: $0, environment: environment.rawValue) }
         let learning = ReceiptRegistration.isPlaceholder(item.originalTransactionId)
         // A receipt alone: the subscription is the receipt's newest one (a receipt holds every
         // subscription of the customer in the app).
@@ -38,12 +39,12 @@ extension SubscriptionPoller {
                           failure: .subscription, calls: calls)
         }
         let pending = (result.response.pendingRenewalInfo ?? []).first { $0.originalTransactionId == otid }
-            .map { RenewalFacts(legacy: $0, originalTransactionId: otid, environment: environment) }
+            .map { RenewalFacts(legacy: $0, originalTransactionId: otid, environment: environment.rawValue) }
             ?? RenewalFacts.legacyCancelledDuringBillingTrouble(previous: item.snapshot, transaction: latest, asOf: asOf)
         let mine = all.filter { $0.originalTransactionId == otid }
         let snapshot = SubscriptionSnapshot(status: nil, transaction: latest, renewal: pending, history: mine, asOf: asOf)
         let records = (result.response.latestReceiptInfo ?? []).filter { $0.originalTransactionId == otid }.compactMap { t in
-            TransactionFacts(legacy: t, environment: environment).map { TransactionRecord(facts: $0, payload: Self.json(t)) }
+            TransactionFacts(legacy: t, environment: environment.rawValue).map { TransactionRecord(facts: $0, payload: Self.json(t)) }
         }
         var write = decide(item, snapshot: snapshot, environment: environment, revision: nil,
                            receiptLatest: result.latestReceipt, records: records, asOf: asOf)

@@ -51,7 +51,7 @@ public struct SubscriptionPoller: Sendable {
         let otid = item.originalTransactionId
         var calls: [AppStoreEndpoint: Int] = [:]
         // No environment registered (NULL): the configured one, at no extra call.
-        let registered = item.environment.flatMap(AppStoreEnvironment.init(rawValue:)) ?? client.configuration.environment
+        let registered = item.environment ?? client.configuration.environment
         var attempts = 0
         let (statusOutcome, environment) = await client.withEnvironmentFallback(startingWith: registered) { env in
             attempts += 1
@@ -106,14 +106,14 @@ public struct SubscriptionPoller: Sendable {
         }
         let snapshot = SubscriptionSnapshot(status: entry.rawStatus.map(Int.init), transaction: transaction, renewal: renewal,
                                             history: history, asOf: asOf)
-        return Result(write: decide(item, snapshot: snapshot, environment: environment.rawValue, revision: revision,
+        return Result(write: decide(item, snapshot: snapshot, environment: environment, revision: revision,
                                     receiptLatest: nil, records: records, asOf: asOf, revokedInHistory: revoked),
                       failure: nil, calls: calls)
     }
 
     // MARK: Deciding
 
-    func decide(_ item: ClaimedItem, snapshot: SubscriptionSnapshot, environment: String, revision: String?,
+    func decide(_ item: ClaimedItem, snapshot: SubscriptionSnapshot, environment: AppStoreEnvironment, revision: String?,
                         receiptLatest: String?, records: [TransactionRecord], asOf: Date,
                         revokedInHistory: [TransactionFacts] = []) -> PollWrite {
         Self.decide(item, snapshot: snapshot, environment: environment, revision: revision, receiptLatest: receiptLatest,
@@ -123,7 +123,7 @@ public struct SubscriptionPoller: Sendable {
     /// What an observation of the subscription (a poll's answer, or a notification's signed
     /// data) changes: events, segment and win-back decision through ChurnModel, or nothing
     /// when it is older than the stored state.
-    static func decide(_ item: ClaimedItem, snapshot: SubscriptionSnapshot, environment: String, revision: String?,
+    static func decide(_ item: ClaimedItem, snapshot: SubscriptionSnapshot, environment: AppStoreEnvironment, revision: String?,
                        receiptLatest: String?, records: [TransactionRecord], asOf: Date,
                        revokedInHistory: [TransactionFacts] = [], policy: WinbackPolicy) -> PollWrite {
         let previous = item.snapshot

@@ -26,6 +26,12 @@ struct AppleOptions: ParsableArguments {
     @Option(name: .customLong("history-rate"), parsing: .unconditional, help: "Get Transaction History requests per second (default: $APPSTORE_HISTORY_RATE, else Apple's 50, Sandbox 5).")
     var historyRate: String?
 
+    /// The environment churnwatch is configured for: this flag, else APPSTORE_ENVIRONMENT, when
+    /// it names Production or Sandbox (nil otherwise).
+    func configuredEnvironment(_ env: [String: String] = ProcessInfo.processInfo.environment) -> AppStoreEnvironment? {
+        (environment ?? env[AppStoreConfiguration.Variable.environment]).flatMap(AppStoreEnvironment.init(registered:))
+    }
+
     var overrides: [String: String] {
         var o: [String: String] = [:]
         typealias V = AppStoreConfiguration.Variable

@@ -168,13 +168,12 @@ struct BackfillCommand: AsyncParsableCommand {
             }
             return s
         }
-        let configured = apple.environment ?? ProcessInfo.processInfo.environment["APPSTORE_ENVIRONMENT"]
-        c.configuredEnvironment = (configured.flatMap(AppStoreEnvironment.init(registered:)) ?? .production).rawValue
+        c.configuredEnvironment = apple.configuredEnvironment() ?? .production
         if let environment {
             guard let registered = AppStoreEnvironment(registered: environment) else {
                 throw CLIError.configuration("--environment \"\(environment)\" is not Production or Sandbox")
             }
-            c.environment = registered.rawValue
+            c.environment = registered
         }
         // With another selector, --all adds nothing (and the same cohort is recognised either way).
         var others = c
@@ -202,7 +201,7 @@ struct BackfillCommand: AsyncParsableCommand {
     }
 
     func printDryRun(url: String, cohort: BackfillCohort, asOf: Date, share: Double, env: [String: String]) async throws {
-        let sandbox = (apple.environment ?? env["APPSTORE_ENVIRONMENT"]).flatMap(AppStoreEnvironment.init(registered:)) == .sandbox
+        let sandbox = apple.configuredEnvironment(env) == .sandbox
         let defaultRate: Double = sandbox ? 5 : 50
         let status = try PlanCommand.rate(apple.statusRate ?? env["APPSTORE_STATUS_RATE"], name: "APPSTORE_STATUS_RATE") ?? defaultRate
         let history = try PlanCommand.rate(apple.historyRate ?? env["APPSTORE_HISTORY_RATE"], name: "APPSTORE_HISTORY_RATE") ?? status

@@ -59,13 +59,13 @@ enum FeedSummaryText {
 
 enum FeedStatusText {
     /// The environment whose feed `status` and `plan` show: APPSTORE_ENVIRONMENT, else Production.
-    static func environment(_ env: [String: String] = ProcessInfo.processInfo.environment) -> String {
-        (env["APPSTORE_ENVIRONMENT"].flatMap(AppStoreEnvironment.init(registered:)) ?? .production).rawValue
+    static func environment(_ env: [String: String] = ProcessInfo.processInfo.environment) -> AppStoreEnvironment {
+        env["APPSTORE_ENVIRONMENT"].flatMap(AppStoreEnvironment.init(registered:)) ?? .production
     }
 
     /// The environments whose histories a sync reads (``FeedSync/environments``): in Production, Sandbox's too.
-    static func environments(_ env: [String: String] = ProcessInfo.processInfo.environment) -> [String] {
-        environment(env) == "Production" ? ["Production", "Sandbox"] : ["Sandbox"]
+    static func environments(_ env: [String: String] = ProcessInfo.processInfo.environment) -> [AppStoreEnvironment] {
+        environment(env) == .production ? [.production, .sandbox] : [.sandbox]
     }
 
     /// One line: the cursor and its age, the last sync, the last 24 hours, the inbox.

@@ -1,3 +1,4 @@
+import AppStoreServerAPI
 import ChurnModel
 import ChurnStore
 import Foundation
@@ -227,7 +228,7 @@ extension MetricsFile {
     /// finished; otherwise the file's previous value is kept. Failing to read the database
     /// figures or to write is logged and never changes the exit code.
     func publish(outcome: RunOutcome?, runId: Int64?, exitCode: Int32, now: Date, duration: TimeInterval,
-                 stats: WorkerStats, store: ChurnStore, feed: (environment: String, sync: FeedSummary?, asOf: Date)? = nil,
+                 stats: WorkerStats, store: ChurnStore, feed: (environment: AppStoreEnvironment, sync: FeedSummary?, asOf: Date)? = nil,
                  logger: Logger) async {
         switch outcome {
         case .anotherRunInProgress?, .nothingToJoin?, .nothingToResume?, .otherBackfillUnfinished?:

@@ -40,7 +40,7 @@ struct PlanCommand: AsyncParsableCommand {
                     let feed = try await store.feedStatus(environment: environment, asOf: asOf)
                     // As the run would plan after a sync that reads the feed through.
                     if feed.hasNotifications && feed.state.cursor.syncedUntil != nil { w.feedEnvironments.insert(environment) }
-                    print((environment == w.configuredEnvironment ? "" : "\(environment) ") + FeedStatusText.line(feed, asOf: asOf))
+                    print((environment == w.configuredEnvironment ? "" : "\(environment.rawValue) ") + FeedStatusText.line(feed, asOf: asOf))
                 }
             }
             let counts = try await store.planCounts(asOf: asOf, windows: w)

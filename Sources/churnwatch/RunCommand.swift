@@ -97,7 +97,7 @@ struct RunCommand: AsyncParsableCommand {
                 let now = engine.clock.now()
                 await metrics.publish(outcome: outcome, runId: outcome?.runId ?? progress.runId, exitCode: exitCode, now: now,
                                       duration: now.timeIntervalSince(started), stats: engine.stats, store: store,
-                                      feed: options.feed.map { _ in (config.environment.rawValue, engine.feedSummary, options.asOf) },
+                                      feed: options.feed.map { _ in (config.environment, engine.feedSummary, options.asOf) },
                                       logger: logger)
             }
             if let failure { throw failure }

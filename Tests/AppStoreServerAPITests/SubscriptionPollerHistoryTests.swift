@@ -72,7 +72,7 @@ struct SubscriptionPollerHistoryTests {
     }
 
     static func item(after polled: PollWrite.Polled?, latest: String?) -> ClaimedItem {
-        ClaimedItem(originalTransactionId: otid, reason: "period_end", attempts: 1, environment: "Production", receiptData: nil,
+        ClaimedItem(originalTransactionId: otid, reason: "period_end", attempts: 1, environment: .production, receiptData: nil,
                     appAccountToken: nil, customerRef: nil, snapshot: polled?.snapshot, segment: polled?.segment,
                     latestTransactionId: latest, historyRevision: polled?.historyRevision, liveEpisodes: [])
     }

@@ -79,12 +79,12 @@ struct BackfillCohortTests {
         ("ids (unknown ones left out)", cohort { $0.ids = ["1003", "2001", "9999"] }, ["1003", "2001"]),
         ("segment", cohort { $0.segments = [.active] }, ["1001", "1004", "1006"]),
         ("segment unknown: never polled", cohort { $0.segments = [.unknown] }, ["2001", "2002"]),
-        ("environment", cohort { $0.environment = "Sandbox" }, ["1005", "2002"]),
-        ("all AND environment: all adds nothing", cohort { $0.all = true; $0.environment = "Sandbox" }, ["1005", "2002"]),
+        ("environment", cohort { $0.environment = .sandbox }, ["1005", "2002"]),
+        ("all AND environment: all adds nothing", cohort { $0.all = true; $0.environment = .sandbox }, ["1005", "2002"]),
         ("product AND purchased AND segment",
          cohort { $0.productIds = ["premium.monthly"]; $0.purchasedFrom = asOf.addingTimeInterval(-30 * day); $0.segments = [.active, .willNotRenew] },
          ["1002", "1006"]),
-        ("group AND environment", cohort { $0.groupId = "g2"; $0.environment = "Production" }, ["1004"]),
+        ("group AND environment", cohort { $0.groupId = "g2"; $0.environment = .production }, ["1004"]),
         ("ids AND product: never-polled ids drop out", cohort { $0.ids = ["1001", "2001"]; $0.productIds = ["premium.monthly"] }, ["1001"]),
         ("nothing matches", cohort { $0.productIds = ["gone"] }, []),
     ]
@@ -141,12 +141,12 @@ struct BackfillCohortTests {
             try db.execute("INSERT INTO churnwatch.subscriptions (original_transaction_id) VALUES ('3001')")
             let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             let sandboxDeployment = try await store.backfillCount(Self.cohort {
-                $0.environment = "Sandbox"; $0.configuredEnvironment = "Sandbox"
+                $0.environment = .sandbox; $0.configuredEnvironment = .sandbox
             }, asOf: Self.asOf)
             #expect(sandboxDeployment.total == 3, "1005, 2002 and the row without an environment")
-            let production = try await store.backfillCount(Self.cohort { $0.environment = "Sandbox" }, asOf: Self.asOf)
+            let production = try await store.backfillCount(Self.cohort { $0.environment = .sandbox }, asOf: Self.asOf)
             #expect(production.total == 2)
-            let productionRows = try await store.backfillCount(Self.cohort { $0.environment = "Production" }, asOf: Self.asOf)
+            let productionRows = try await store.backfillCount(Self.cohort { $0.environment = .production }, asOf: Self.asOf)
             #expect(productionRows.total == 7, "six registered as Production and the row without one")
         }
     }

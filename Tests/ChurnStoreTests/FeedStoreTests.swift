@@ -14,7 +14,7 @@ struct FeedStoreTests {
     static func record(_ n: Int, _ otid: String?, _ outcome: NotificationOutcome, source: NotificationSource = .history) -> NotificationRecord {
         NotificationRecord(uuid: outcome == .quarantined ? nil : UUID(uuidString: String(format: "00000000-0000-4000-8000-%012d", n)),
                            type: "DID_CHANGE_RENEWAL_STATUS", subtype: "AUTO_RENEW_DISABLED", signedDate: outcome == .quarantined ? nil : t0,
-                           originalTransactionId: otid, environment: "Production", source: source, outcome: outcome)
+                           originalTransactionId: otid, environment: .production, source: source, outcome: outcome)
     }
 
     static func count(_ db: PostgresConnection, _ sql: PostgresQuery) throws -> Int {
@@ -26,17 +26,17 @@ struct FeedStoreTests {
         try await FreshDatabase.with { fresh in
             _ = try WinbackQueueTests.migrated(fresh)
             let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
-            #expect(try await store.feedStateRead(environment: "Production") == FeedState())
+            #expect(try await store.feedStateRead(environment: .production) == FeedState())
             let start: Int64 = 1_790_000_000_123, end: Int64 = 1_790_086_400_456
             let page = FeedCursor(syncedUntil: nil, inProgress: .init(start: start, end: end, paginationToken: "tok"))
-            try await store.feedCursorWrite(environment: "Production", cursor: page, records: 20, finishedAt: nil)
-            var state = try await store.feedStateRead(environment: "Production")
+            try await store.feedCursorWrite(environment: .production, cursor: page, records: 20, finishedAt: nil)
+            var state = try await store.feedStateRead(environment: .production)
             #expect(state.cursor == page && state.recordsTotal == 20 && state.lastSyncAt == nil)
-            try await store.feedCursorWrite(environment: "Production", cursor: FeedCursor(syncedUntil: end), records: 5, finishedAt: Self.t0)
-            state = try await store.feedStateRead(environment: "Production")
+            try await store.feedCursorWrite(environment: .production, cursor: FeedCursor(syncedUntil: end), records: 5, finishedAt: Self.t0)
+            state = try await store.feedStateRead(environment: .production)
             #expect(state.cursor == FeedCursor(syncedUntil: end))
             #expect(state.recordsTotal == 25 && state.lastSyncRecords == 25 && state.lastSyncAt == Self.t0)
-            #expect(try await store.feedStateRead(environment: "Sandbox") == FeedState())
+            #expect(try await store.feedStateRead(environment: .sandbox) == FeedState())
         }
     }
 
@@ -46,7 +46,7 @@ struct FeedStoreTests {
             let db = try WinbackQueueTests.migrated(fresh)
             let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             var batch = FeedBatch()
-            batch.register = [("1", "Production", nil)]
+            batch.register = [("1", .production, nil)]
             batch.writes = [PollStatementsTests.leaving("1")]
             batch.records = [Self.record(1, "1", .applied), Self.record(2, nil, .quarantined)]
             batch.quarantine = [(nil, QuarantinedPayload(endpoint: "notification", reason: "untrusted chain", payload: "x.y.z"))]
@@ -61,8 +61,8 @@ struct FeedStoreTests {
             #expect(try row.decode(Date?.self, "last_polled_at") == nil, "an observation from the feed is not a poll")
             #expect(try row.decode(Date?.self, "last_success_at") == Self.t0)
             #expect(try await store.notificationsKnown([try #require(Self.record(1, "1", .applied).uuid), UUID()]).uuids.count == 1)
-            #expect(try await store.notificationsSeen(environment: "Production"))
-            #expect(try await store.notificationsSeen(environment: "Sandbox") == false, "each environment's feed on its own")
+            #expect(try await store.notificationsSeen(environment: .production))
+            #expect(try await store.notificationsSeen(environment: .sandbox) == false, "each environment's feed on its own")
             let loaded = try await store.feedSubscriptions(["1", "absent"])
             #expect(loaded.items.keys.sorted() == ["1"] && loaded.neverPolled == ["1"])
         }
@@ -112,10 +112,10 @@ struct FeedStoreTests {
                     """)
             }
             var w = PlanWindows()
-            w.feedEnvironments = ["Production", "Sandbox"]
+            w.feedEnvironments = [.production, .sandbox]
             let byFeed = try await store.planCounts(asOf: asOf, windows: w)
             #expect(byFeed.byReason == [.periodEndUnnotified: 1, .billingNoNews: 3])
-            w.feedEnvironments = ["Production"]
+            w.feedEnvironments = [.production]
             let mixed = try await store.planCounts(asOf: asOf, windows: w)
             #expect(mixed.byReason == [.periodEndUnnotified: 1, .billingNoNews: 3, .periodEnd: 1], "\(mixed.byReason)")
             let byWindows = try await store.planCounts(asOf: asOf, windows: PlanWindows())

@@ -26,11 +26,11 @@ struct RetentionLoopStoreTests {
     /// One poll of `otid` as the poller builds it, from the stored snapshot to `current`.
     static func write(_ otid: String, previous: SubscriptionSnapshot?, current: SubscriptionSnapshot, at: Date) -> PollWrite {
         let events = ChangeDetector.events(previous: previous, current: current, asOf: at).events
-        let item = ClaimedItem(originalTransactionId: otid, reason: "period_end", attempts: 1, environment: "Production",
+        let item = ClaimedItem(originalTransactionId: otid, reason: "period_end", attempts: 1, environment: .production,
                                receiptData: nil, appAccountToken: UUID(), customerRef: "ref-\(otid)", snapshot: previous,
                                segment: nil, latestTransactionId: nil, historyRevision: nil, liveEpisodes: [])
         return PollWrite(item: item, outcome: .polled(.init(
-            snapshot: current, stale: false, environment: "Production", historyRevision: nil, receiptLatest: nil,
+            snapshot: current, stale: false, environment: .production, historyRevision: nil, receiptLatest: nil,
             transactions: [], events: events, segment: SegmentState.next(previous: nil, snapshot: current, asOf: at),
             winback: WinbackPlanner.decide(previous: previous, current: current, asOf: at))))
     }

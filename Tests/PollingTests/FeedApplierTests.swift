@@ -40,7 +40,7 @@ import Testing
     static func stored(_ input: FeedInput) -> ClaimedItem {
         let plan = FeedApplier().plan([input], known: [], stored: [:], establishOnly: false, now: Self.t0date)
         guard case .polled(let p) = plan.batches.last!.writes[0].outcome else { fatalError("not polled") }
-        var item = ClaimedItem.unregistered(p.snapshot.originalTransactionId, environment: "Production", appAccountToken: nil)
+        var item = ClaimedItem.unregistered(p.snapshot.originalTransactionId, environment: .production, appAccountToken: nil)
         item.snapshot = p.snapshot
         item.segment = p.segment
         return item
