@@ -67,12 +67,13 @@ extension AppStoreConfiguration {
         }
     }
 
+    /// `APPSTORE_ENVIRONMENT`, read as every environment name is (`AppStoreEnvironment(registered:)`); unset: Production.
     static func parseEnvironment(_ raw: String?) throws(ConfigurationError) -> AppStoreEnvironment {
-        switch raw?.lowercased() {
-        case nil, "production": return .production
-        case "sandbox": return .sandbox
-        case let other?: throw ConfigurationError(Variable.environment, "must be Production or Sandbox, not '\(other.prefix(40))'")
+        guard let raw else { return .production }
+        guard let environment = AppStoreEnvironment(registered: raw) else {
+            throw ConfigurationError(Variable.environment, "must be Production or Sandbox, not '\(raw.prefix(40))'")
         }
+        return environment
     }
 
     static func parseAppAppleId(_ raw: String?, environment: AppStoreEnvironment) throws(ConfigurationError) -> Int64? {
