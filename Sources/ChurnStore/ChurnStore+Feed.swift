@@ -116,13 +116,13 @@ extension ChurnStore {
 
     /// Win-back entries for the subscriptions a first sync established, with their offers and
     /// holdout draws; one already there (same subscription, campaign and episode) stays as it
-    /// is. Returns how many were created.
+    /// is. `openedAt`: the sync's moment. Returns how many were created.
     @discardableResult
-    public func winbackEnqueue(_ entries: [(entry: WinbackEntry, item: ClaimedItem)], runId: Int64?) async throws -> Int {
+    public func winbackEnqueue(_ entries: [(entry: WinbackEntry, item: ClaimedItem)], runId: Int64?, openedAt: Date) async throws -> Int {
         guard !entries.isEmpty else { return 0 }
         let columns = entries.reduce(into: WinbackColumns()) { $0.append($1.entry, $1.item) }
         return try await pool.withTransaction { db in
-            let created = try Self.winbackInsert(db, columns, runId: runId)
+            let created = try Self.winbackInsert(db, columns, runId: runId, openedAt: openedAt)
             try Self.winbackAssignOffers(db, columns)
             return created
         }

@@ -11,6 +11,10 @@ struct RetentionColumns {
     var events: [String: [ChurnEvent]] = [:]
     /// The price a save keeps: the next renewal's, else the current period's.
     var keptPrice: [String: (Int64?, String?)] = [:]
+    /// The moment each subscription was observed at (Apple's newest `signedDate` in the answer or
+    /// the notification; none on the legacy receipt path): a horizon is closed only by an
+    /// observation made after it, never by an older one applied late.
+    var observedAt: [String: Date] = [:]
 
     mutating func append(_ p: PollWrite.Polled, _ id: String) {
         let s = p.snapshot
@@ -18,14 +22,16 @@ struct RetentionColumns {
         winBackOffers.append(PostgresJSON(array: s.eligibleWinBackOfferIds))
         if !p.events.isEmpty { events[id] = p.events }
         keptPrice[id] = s.renewalPrice != nil ? (s.renewalPrice, s.renewalCurrency) : (s.price, s.currency)
+        observedAt[id] = s.signedDate
     }
 }
 
 extension ChurnStore {
     /// Inside the poll-results commit (after the segments, which carry the renewal price): Apple's
-    /// current win-back offer ids on pending `winback_offer` entries, and the
-    /// outcome of every open win-back entry (treated or held out) of the polled subscriptions,
-    /// by `RetentionOutcomeRules` at `asOf`.
+    /// current win-back offer ids on pending `winback_offer` entries, and the verdict on every
+    /// open win-back entry (treated or held out) of the polled subscriptions, by
+    /// `RetentionOutcomeRules.judge` at the moment each was observed (at most `asOf`): an
+    /// outcome, or the good sign standing.
     static func retentionRecord(_ db: PostgresConnection, _ r: RetentionColumns, asOf: Date) throws {
         guard !r.ids.isEmpty else { return }
         try db.execute("""
@@ -36,32 +42,55 @@ extension ChurnStore {
               AND w.offer_ids IS DISTINCT FROM u.offers
             """)
         let open = try db.query("""
-            SELECT id, original_transaction_id, campaign, expires_at FROM churnwatch.winback_queue
+            SELECT id, original_transaction_id, campaign, expires_at, good_sign_at FROM churnwatch.winback_queue
             WHERE original_transaction_id = ANY(\(r.ids)) AND outcome IS NULL
             """)
-        var ids: [Int64] = [], kinds: [String] = [], reasons: [String] = [], ats: [Date] = []
-        var prices: [Int64?] = [], currencies: [String?] = []
+        var decided = OutcomeColumns(), signed: (ids: [Int64], at: [Date?]) = ([], [])
         for row in open {
             let otid = try row.decode(String.self, "original_transaction_id")
-            guard let campaign = WinbackCampaign(rawValue: try row.decode(String.self, "campaign")),
-                  let outcome = RetentionOutcomeRules.decide(campaign: campaign, horizonEnd: try row.decode(Date?.self, "expires_at"),
-                                                             events: r.events[otid] ?? [], asOf: asOf) else { continue }
-            ids.append(try row.decode(Int64.self, "id"))
-            kinds.append(outcome.kind.rawValue)
-            reasons.append(outcome.reason)
-            ats.append(outcome.at)
-            let kept = r.keptPrice[otid] ?? (nil, nil)
-            prices.append(kept.0)
-            currencies.append(kept.1)
+            guard let campaign = WinbackCampaign(rawValue: try row.decode(String.self, "campaign")) else { continue }
+            let id = try row.decode(Int64.self, "id"), sign = try row.decode(Date?.self, "good_sign_at")
+            switch RetentionOutcomeRules.judge(campaign: campaign, horizonEnd: try row.decode(Date?.self, "expires_at"), goodSign: sign,
+                                               events: r.events[otid] ?? [], asOf: min(asOf, r.observedAt[otid] ?? asOf)) {
+            case .decided(let outcome):
+                decided.append(id, outcome, kept: r.keptPrice[otid] ?? (nil, nil))
+            case .open(let now) where now != sign:
+                signed.ids.append(id)
+                signed.at.append(now)
+            case .open:
+                continue
+            }
         }
-        guard !ids.isEmpty else { return }
+        if !signed.ids.isEmpty {
+            try db.execute("""
+                UPDATE churnwatch.winback_queue AS w SET good_sign_at = u.at, updated_at = now()
+                FROM unnest(\(signed.ids)::bigint[], \(signed.at)::timestamptz[]) AS u(id, at)
+                WHERE w.id = u.id AND w.outcome IS NULL
+                """)
+        }
+        guard !decided.ids.isEmpty else { return }
         try db.execute("""
             UPDATE churnwatch.winback_queue AS w SET outcome = u.kind, outcome_reason = u.reason, outcome_at = u.at,
                 outcome_price = u.price, outcome_currency = u.currency, updated_at = now()
-            FROM unnest(\(ids)::bigint[], \(kinds)::text[], \(reasons)::text[], \(ats)::timestamptz[], \(prices)::bigint[],
-                        \(currencies)::text[]) AS u(id, kind, reason, at, price, currency)
+            FROM unnest(\(decided.ids)::bigint[], \(decided.kinds)::text[], \(decided.reasons)::text[], \(decided.ats)::timestamptz[],
+                        \(decided.prices)::bigint[], \(decided.currencies)::text[]) AS u(id, kind, reason, at, price, currency)
             WHERE w.id = u.id AND w.outcome IS NULL
             """)
+    }
+}
+
+/// Outcomes decided in one commit, as `unnest` columns.
+struct OutcomeColumns {
+    var ids: [Int64] = [], kinds: [String] = [], reasons: [String] = [], ats: [Date] = []
+    var prices: [Int64?] = [], currencies: [String?] = []
+
+    mutating func append(_ id: Int64, _ outcome: RetentionOutcome, kept: (Int64?, String?)) {
+        ids.append(id)
+        kinds.append(outcome.kind.rawValue)
+        reasons.append(outcome.reason)
+        ats.append(outcome.at)
+        prices.append(kept.0)
+        currencies.append(kept.1)
     }
 }
 
@@ -86,7 +115,8 @@ public struct OutcomeSummary: Sendable, Equatable {
     public var holdoutEntries: Int
     public var holdoutDecided: Int
     public var holdoutSaved: Int
-    /// Median days from the entry's creation (its run's as-of) to the save, treated entries.
+    /// Median days from the entry's opening (its run's or sync's moment) to the save (the good
+    /// sign standing at the period's end, else the event that settled it), treated entries.
     public var medianDaysToSave: Double?
     /// Renewal price × treated saves, per ISO 4217 currency, in milliunits.
     public var revenueKept: [String: Int64]
@@ -100,8 +130,9 @@ public struct OutcomeSummary: Sendable, Equatable {
 
 extension ChurnStore {
     /// Outcomes per campaign and offer (or per campaign, or per campaign, offer and product) of
-    /// the entries created since `since` (their run's as-of). An entry without a recorded
-    /// outcome whose horizon (`expires_at`) has passed by `asOf` counts as lost.
+    /// the entries opened since `since` (`opened_at`: their run's or sync's moment). An entry
+    /// without a recorded outcome whose horizon (`expires_at`, plus the settle window for a save
+    /// offer) has passed by `asOf` counts as lost.
     public func outcomeSummaries(since: Date?, grouping: OutcomeSummary.Grouping, asOf: Date) async throws -> [OutcomeSummary] {
         try await pool.withConnection { db in
             try Self.outcomeSummaries(db, since: since, grouping: grouping, asOf: asOf)
@@ -115,10 +146,11 @@ extension ChurnStore {
         let entries: PostgresQuery = """
             SELECT w.campaign, CASE WHEN \(byOffer) THEN w.offer_id END AS offer_id,
                    CASE WHEN \(byProduct) THEN w.product_id END AS product_id, w.holdout, w.status,
-                   coalesce(w.outcome, CASE WHEN w.expires_at <= \(asOf) THEN 'lost' END) AS outcome,
-                   w.outcome_at, w.outcome_price, w.outcome_currency, coalesce(r.as_of, w.created_at) AS opened_at
-            FROM churnwatch.winback_queue w LEFT JOIN churnwatch.runs r ON r.id = w.run_id
-            WHERE \(since)::timestamptz IS NULL OR coalesce(r.as_of, w.created_at) >= \(since)::timestamptz
+                   coalesce(w.outcome, CASE WHEN w.expires_at + make_interval(secs => CASE WHEN w.campaign = 'save_offer'
+                       THEN \(RetentionOutcomeRules.settleWindow) ELSE 0 END) <= \(asOf) THEN 'lost' END) AS outcome,
+                   w.outcome_at, w.outcome_price, w.outcome_currency, w.opened_at
+            FROM churnwatch.winback_queue w
+            WHERE \(since)::timestamptz IS NULL OR w.opened_at >= \(since)::timestamptz
             """
         var summaries: [OutcomeSummary] = []
         var index: [String: Int] = [:]

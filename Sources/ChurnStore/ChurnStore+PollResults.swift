@@ -70,7 +70,7 @@ extension ChurnStore {
         try segmentsUpsert(db, b.segments, detectedAt: detectedAt)
         try retentionRecord(db, b.retention, asOf: asOf)
         let obsoleted = try winbackObsolete(db, b.obsolete, runId: runId)
-        let enqueued = try winbackInsert(db, b.winback, runId: runId)
+        let enqueued = try winbackInsert(db, b.winback, runId: runId, openedAt: asOf)
         try winbackAssignOffers(db, b.winback)
         return (events, obsoleted, enqueued)
     }

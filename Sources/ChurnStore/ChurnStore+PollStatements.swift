@@ -161,16 +161,16 @@ extension ChurnStore {
             """)
     }
 
-    /// New win-back entries, at most one per subscription, campaign and episode. Returns how many
-    /// were created.
-    static func winbackInsert(_ db: PostgresConnection, _ qc: WinbackColumns, runId: Int64?) throws -> Int {
+    /// New win-back entries, at most one per subscription, campaign and episode, opened at
+    /// `openedAt` (the run's or the sync's moment). Returns how many were created.
+    static func winbackInsert(_ db: PostgresConnection, _ qc: WinbackColumns, runId: Int64?, openedAt: Date) throws -> Int {
         guard !qc.ids.isEmpty else { return 0 }
         return try db.execute("""
             INSERT INTO churnwatch.winback_queue (original_transaction_id, app_account_token, customer_ref, campaign,
-                episode, product_id, reason, offer_ids, not_before, expires_at, run_id)
+                episode, product_id, reason, offer_ids, not_before, expires_at, run_id, opened_at)
             SELECT id, token, ref, campaign, episode, product_id, reason,
                    coalesce((SELECT array_agg(x) FROM jsonb_array_elements_text(offers) AS x), '{}'),
-                   not_before, expires_at, \(runId)
+                   not_before, expires_at, \(runId), \(openedAt)
             FROM unnest(\(qc.ids)::text[], \(qc.tokens)::uuid[], \(qc.refs)::text[], \(qc.campaigns)::text[],
                         \(qc.episodes)::text[], \(qc.productIds)::text[], \(qc.reasons)::text[], \(qc.offerIds)::jsonb[],
                         \(qc.notBefores)::timestamptz[], \(qc.expiresAts)::timestamptz[])

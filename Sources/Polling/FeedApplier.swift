@@ -120,10 +120,12 @@ public struct FeedApplier: Sendable {
                 observe(v, uuid, input, item: &item, quiet: now, earlier: earlier, into: &batches[0])
                 continue
             }
+            var written: [(batch: Int, write: Int)] = []
             for (k, (v, input, uuid)) in list.enumerated() {
                 if k == batches.count { batches.append(FeedBatch()) }
-                observe(v, uuid, input, item: &item, quiet: nil, into: &batches[k])
+                if observe(v, uuid, input, item: &item, quiet: nil, into: &batches[k]) { written.append((k, batches[k].writes.count - 1)) }
             }
+            openWinback(written, before: stored[otid]?.snapshot, after: item.snapshot, now: now, in: &batches)
         }
         return Plan(batches: batches.filter { !$0.isEmpty }, duplicates: duplicates, quarantinedAgain: quarantinedAgain)
     }
@@ -135,14 +137,27 @@ public struct FeedApplier: Sendable {
         return TransactionRecord(facts: facts, payload: signed ?? SubscriptionPoller.json(tx))
     }
 
-    /// One notification as an observation of `item`, which becomes the state it leaves.
-    /// `quiet`: establish the state as of this moment, without events or win-back entries (the
-    /// first sync); `earlier`: the transactions of the notifications it stands for.
+    /// Win-back entries are decided once per subscription and sync: for the state the sync leaves
+    /// it in, at the sync's moment (`now`), against the state before the sync. Risk that exists
+    /// now opens an entry; an episode the notifications open and close before the sync (auto-renew
+    /// off in the morning, on again at noon; a history replayed) opens none.
+    private func openWinback(_ written: [(batch: Int, write: Int)], before: SubscriptionSnapshot?, after: SubscriptionSnapshot?,
+                             now: Date, in batches: inout [FeedBatch]) {
+        guard let last = written.last, let after else { return }
+        for (k, i) in written { batches[k].writes[i].setWinback(WinbackDecision()) }
+        batches[last.batch].writes[last.write].setWinback(WinbackPlanner.decide(previous: before, current: after, asOf: now, policy: policy))
+    }
+
+    /// One notification as an observation of `item`, which becomes the state it leaves (true:
+    /// a write was added to `batch`). `quiet`: establish the state as of this moment, without
+    /// events or win-back entries (the first sync); `earlier`: the transactions of the
+    /// notifications it stands for.
+    @discardableResult
     private func observe(_ v: VerifiedNotification, _ uuid: UUID, _ input: FeedInput, item: inout ClaimedItem, quiet: Date?,
-                         earlier: [TransactionRecord] = [], into batch: inout FeedBatch) {
+                         earlier: [TransactionRecord] = [], into batch: inout FeedBatch) -> Bool {
         guard let record = Self.transactionRecord(v) else {
             batch.record(v, uuid, input, outcome: .ignored, reason: "its transaction lacks ids or product")
-            return
+            return false
         }
         let facts = record.facts
         let at = v.signedDate.date
@@ -155,7 +170,7 @@ public struct FeedApplier: Sendable {
                                               receiptLatest: nil, records: records, asOf: quiet.map { max($0, at) } ?? at, policy: policy)
         guard case .polled(var polled) = write.outcome, !polled.stale else {
             batch.record(v, uuid, input, outcome: .stale, reason: "the stored state was signed later")
-            return
+            return false
         }
         if quiet != nil {
             polled.events = []
@@ -174,6 +189,7 @@ public struct FeedApplier: Sendable {
         item.segment = polled.segment
         item.latestTransactionId = facts.transactionId
         item.stateVersion += 1
+        return true
     }
 }
 
@@ -185,6 +201,15 @@ extension FeedApplier {
             guard let snapshot = item.snapshot else { return [] }
             return WinbackPlanner.decide(previous: nil, current: snapshot, asOf: now, policy: policy).entries.map { ($0, item) }
         }
+    }
+}
+
+extension PollWrite {
+    /// Replaces the win-back decision of a polled subscription's write.
+    mutating func setWinback(_ decision: WinbackDecision) {
+        guard case .polled(var polled) = outcome else { return }
+        polled.winback = decision
+        outcome = .polled(polled)
     }
 }
 

@@ -110,7 +110,7 @@ extension FeedSync {
             let items = try await store.feedEstablished(environment: environment, after: after, limit: settings.batchSize)
             guard let last = items.last else { return created }
             after = last.originalTransactionId
-            created += try await store.winbackEnqueue(applier.establishedWinback(items, now: now), runId: runId)
+            created += try await store.winbackEnqueue(applier.establishedWinback(items, now: now), runId: runId, openedAt: now)
         }
     }
 

@@ -7,13 +7,16 @@ import Testing
 private func outcome(of campaign: WinbackCampaign, _ polls: [(Double, Apple)]) -> RetentionOutcome? {
     var previous: SubscriptionSnapshot?
     var open: WinbackEntry?
+    var sign: Date?
     for (n, apple) in polls {
         let asOf = day(n)
         let current = apple.snapshot(at: asOf)
         let events = ChangeDetector.events(previous: previous, current: current, asOf: asOf).events
-        if let entry = open,
-           let decided = RetentionOutcomeRules.decide(campaign: entry.campaign, horizonEnd: entry.expiresAt, events: events, asOf: asOf) {
-            return decided
+        if let entry = open {
+            switch RetentionOutcomeRules.judge(campaign: entry.campaign, horizonEnd: entry.expiresAt, goodSign: sign, events: events, asOf: asOf) {
+            case .decided(let outcome): return outcome
+            case .open(let goodSign): sign = goodSign
+            }
         }
         if open == nil {
             open = WinbackPlanner.decide(previous: previous, current: current, asOf: asOf).entries.first { $0.campaign == campaign }
@@ -27,18 +30,55 @@ private func outcome(of campaign: WinbackCampaign, _ polls: [(Double, Apple)]) -
 struct RetentionOutcomeTests {
     let a = Apple()
 
-    @Test func savedByReEnablingAutoRenew() {
-        let o = outcome(of: .saveOffer, [(0.5, a), (2.5, a.autoRenew(false)), (3.5, a.autoRenew(false)), (4.5, a)])
+    @Test func savedByReEnablingAutoRenewIsDecidedByTheRenewalAndDatedByTheSign() {
+        let polls: [(Double, Apple)] = [(0.5, a), (2.5, a.autoRenew(false)), (3.5, a.autoRenew(false)), (4.5, a)]
+        #expect(outcome(of: .saveOffer, polls) == nil, "a good sign decides nothing before the period ends")
+        let o = outcome(of: .saveOffer, polls + [(30.5, a.newPeriod(2, at: day(30)))])
         #expect(o?.kind == .saved)
-        #expect(o?.reason == "auto_renew_enabled")
-        #expect(o.map { $0.at >= day(3.5) && $0.at <= day(4.5) } == true)
+        #expect(o?.reason == "renewed")
+        #expect(o.map { $0.at >= day(3.5) && $0.at <= day(4.5) } == true, "dated by the sign: \(String(describing: o?.at))")
+    }
+
+    @Test func aGoodSignUndoneBeforeThePeriodEndsIsALoss() {
+        let o = outcome(of: .saveOffer, [(0.5, a), (2.5, a.autoRenew(false)), (4.5, a), (10.5, a.autoRenew(false)),
+                                         (30.5, a.expired(intent: 1))])
+        #expect(o == RetentionOutcome(kind: .lost, reason: "expired", at: day(30)))
     }
 
     @Test func savedByMovingToAnotherPlanInsteadOfLeaving() {
         let lite = a.with { $0.renewal?.autoRenewProductId = "lite.monthly" }
-        let o = outcome(of: .saveOffer, [(0.5, a), (10.5, a.autoRenew(false)), (11.5, lite)])
+        #expect(outcome(of: .saveOffer, [(0.5, a), (10.5, a.autoRenew(false)), (11.5, lite)]) == nil)
+        let o = outcome(of: .saveOffer, [(0.5, a), (10.5, a.autoRenew(false)), (11.5, lite), (30.5, lite.newPeriod(2, at: day(30)))])
         #expect(o?.kind == .saved)
-        #expect(o?.reason == "plan_change_scheduled")
+        #expect(o.map { $0.at >= day(10.5) && $0.at <= day(11.5) } == true, "dated by the plan change: \(String(describing: o?.at))")
+    }
+
+    @Test func aSaveSeenMonthsLaterIsASaveDatedByItsSign() {
+        // Not observed at the period's end: the next observation, two months on, shows a later renewal only.
+        let events = [ChurnEvent(type: .renewed, occurredAt: day(60))]
+        #expect(RetentionOutcomeRules.judge(campaign: .saveOffer, horizonEnd: day(30), goodSign: day(4), events: events, asOf: day(65))
+            == .decided(RetentionOutcome(kind: .saved, reason: "renewed", at: day(4))))
+        let expiredLater = [ChurnEvent(type: .expired, occurredAt: day(60))]
+        #expect(RetentionOutcomeRules.judge(campaign: .saveOffer, horizonEnd: day(30), events: expiredLater, asOf: day(65)).outcome?.kind == .saved,
+                "a period that ended at day 60 began after the horizon")
+        #expect(RetentionOutcomeRules.judge(campaign: .billingFix, horizonEnd: day(30), events: events, asOf: day(65)).outcome?.kind == .lost,
+                "other campaigns are settled within their horizon only")
+    }
+
+    @Test func aRenewalAppleCouldNotChargeIsStillASaveOffersSave() {
+        let o = outcome(of: .saveOffer, [(0.5, a), (5.5, a.autoRenew(false)), (6.5, a), (30.5, a.billingFailed())])
+        #expect(o?.kind == .saved)
+        #expect(o?.reason == "billing_retry_started" || o?.reason == "grace_period_started", "\(String(describing: o))")
+    }
+
+    @Test func aRenewalDatedWithinTheSettleWindowCountsOneLaterDoesNot() {
+        let renewed = [ChurnEvent(type: .renewed, occurredAt: day(30).addingTimeInterval(3600))]
+        #expect(RetentionOutcomeRules.judge(campaign: .saveOffer, horizonEnd: day(30), events: renewed, asOf: day(31)).outcome?.kind == .saved)
+        let back = [ChurnEvent(type: .resubscribed, occurredAt: day(31.5))]
+        #expect(RetentionOutcomeRules.judge(campaign: .saveOffer, horizonEnd: day(30), events: back, asOf: day(32))
+            == .decided(RetentionOutcome(kind: .lost, reason: RetentionOutcome.horizon, at: day(30))), "a return after the horizon is no save")
+        #expect(RetentionOutcomeRules.judge(campaign: .saveOffer, horizonEnd: day(30), events: [], asOf: day(30.5)) == .open(goodSign: nil),
+                "still open within the settle window")
     }
 
     @Test func savedByBillingRecovery() {
@@ -73,14 +113,17 @@ struct RetentionOutcomeTests {
 
     @Test func aLossBeforeASaveAtTheSameTimeIsALoss() {
         let events = [ChurnEvent(type: .renewed, occurredAt: day(30)), ChurnEvent(type: .refunded, occurredAt: day(30))]
-        let o = RetentionOutcomeRules.decide(campaign: .saveOffer, horizonEnd: day(30), events: events, asOf: day(31))
+        let o = RetentionOutcomeRules.judge(campaign: .saveOffer, horizonEnd: day(30), events: events, asOf: day(31)).outcome
         #expect(o?.kind == .lost)
         #expect(o?.reason == "refunded")
     }
 
     @Test func eventsThatDecideNothingLeaveTheEntryOpen() {
         let events = [ChurnEvent(type: .autoRenewDisabled, occurredAt: day(5)), ChurnEvent(type: .priceIncreasePending, occurredAt: day(6))]
-        #expect(RetentionOutcomeRules.decide(campaign: .saveOffer, horizonEnd: day(30), events: events, asOf: day(7)) == nil)
+        #expect(RetentionOutcomeRules.judge(campaign: .saveOffer, horizonEnd: day(30), events: events, asOf: day(7)) == .open(goodSign: nil))
+        let signs = [ChurnEvent(type: .autoRenewEnabled, occurredAt: day(8)), ChurnEvent(type: .priceIncreaseAccepted, occurredAt: day(9))]
+        #expect(RetentionOutcomeRules.judge(campaign: .saveOffer, horizonEnd: day(30), events: signs, asOf: day(10)) == .open(goodSign: day(8)),
+                "the first good sign stands")
     }
 }
 

@@ -32,6 +32,28 @@ struct MigratorTests {
         }
     }
 
+    @Test("upgrading to 0014 dates every existing win-back entry by its run's as-of, else its insert time")
+    func upgradeDatesEntriesByTheirRun() async throws {
+        try await FreshDatabase.with { fresh in
+            let db = try fresh.connect()
+            let all = try ProjectMigrations.load()
+            let before = all.filter { $0.name < "0014" }
+            try Migrator(migrations: before, logger: .migrate).migrate(db)
+            let asOf = Date(timeIntervalSince1970: 1_790_820_000)  // 2026-10-01 02:00 UTC, a backfilled night
+            let run = try db.query("INSERT INTO churnwatch.runs (kind, as_of) VALUES ('nightly', \(asOf)) RETURNING id")[0].decode(Int64.self, "id")
+            for (otid, runId) in [("1", Optional(run)), ("2", nil)] {
+                try db.execute("""
+                    INSERT INTO churnwatch.winback_queue (original_transaction_id, campaign, episode, reason, not_before, run_id)
+                    VALUES (\(otid), 'save_offer', 'period:1', 'will_not_renew', now(), \(runId))
+                    """)
+            }
+            try Migrator(migrations: all, logger: .migrate).migrate(db)
+            let rows = try db.query("SELECT original_transaction_id, opened_at = coalesce(\(asOf), created_at) AS by_run, opened_at = created_at AS by_insert FROM churnwatch.winback_queue ORDER BY 1")
+                .map { (try $0.decode(Bool.self, "by_run"), try $0.decode(Bool.self, "by_insert")) }
+            #expect(rows.count == 2 && rows[0].0 && !rows[0].1 && rows[1].1, "\(rows)")
+        }
+    }
+
     @Test("a changed applied migration is refused, naming the file, before anything else is applied")
     func changedMigrationRefused() async throws {
         try await FreshDatabase.with { fresh in

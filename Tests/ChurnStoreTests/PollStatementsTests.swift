@@ -131,8 +131,8 @@ struct PollStatementsTests {
         try await FreshDatabase.with { fresh in
             let (db, run) = try Self.setUp(fresh, ["1"])
             let b = try PollBatch([Self.leaving("1")])
-            #expect(try ChurnStore.winbackInsert(db, b.winback, runId: run) == 1)
-            #expect(try ChurnStore.winbackInsert(db, b.winback, runId: run) == 0, "same subscription, campaign and episode")
+            #expect(try ChurnStore.winbackInsert(db, b.winback, runId: run, openedAt: Date()) == 1)
+            #expect(try ChurnStore.winbackInsert(db, b.winback, runId: run, openedAt: Date()) == 0, "same subscription, campaign and episode")
             var gone = ObsoleteColumns()
             gone.append("1", ObsoleteEpisode(campaign: .saveOffer, episode: b.winback.episodes[0], reason: "auto-renew back on"))
             #expect(try ChurnStore.winbackObsolete(db, gone, runId: run) == 1)

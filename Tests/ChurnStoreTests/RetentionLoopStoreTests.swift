@@ -23,6 +23,16 @@ struct RetentionLoopStoreTests {
         return SubscriptionSnapshot(status: winBack == nil ? 1 : 2, transaction: tx, renewal: renewal, asOf: at)
     }
 
+    /// `otid` renewed at the end of its period (t0 + 20 days), for another month.
+    static func renewed(_ otid: String, at: Date) -> SubscriptionSnapshot {
+        let tx = TransactionFacts(originalTransactionId: otid, transactionId: "t2-\(otid)", webOrderLineItemId: "w2-\(otid)",
+                                  productId: "pro.monthly", purchaseDate: t0 + 20 * day, originalPurchaseDate: t0 - 10 * day,
+                                  expiresDate: t0 + 50 * day, price: 9_990, currency: "USD")
+        let renewal = RenewalFacts(originalTransactionId: otid, autoRenewProductId: "pro.monthly", productId: "pro.monthly",
+                                   autoRenewStatus: 1, renewalDate: t0 + 50 * day, renewalPrice: 9_990, currency: "USD", signedDate: at)
+        return SubscriptionSnapshot(status: 1, transaction: tx, renewal: renewal, asOf: at)
+    }
+
     /// One poll of `otid` as the poller builds it, from the stored snapshot to `current`.
     static func write(_ otid: String, previous: SubscriptionSnapshot?, current: SubscriptionSnapshot, at: Date) -> PollWrite {
         let events = ChangeDetector.events(previous: previous, current: current, asOf: at).events
@@ -114,25 +124,44 @@ struct RetentionLoopStoreTests {
             try await store.pollResultsCommit(runId: try Self.run(db, at: t1), asOf: t1, detectedAt: t1, ids.enumerated().map { i, id in
                 Self.write(id, previous: leaving[id]!, current: Self.snapshot(id, autoRenew: i < 20, at: t1), at: t1)
             })
+            // A good sign decides nothing yet: it is kept, and dates the save if it still stands at the period's end.
+            #expect(try db.query("SELECT count(*) FROM churnwatch.winback_queue WHERE outcome IS NULL")[0].decode(Int.self, at: 0) == 40)
+            #expect(try db.query("SELECT count(*) FROM churnwatch.winback_queue WHERE good_sign_at IS NOT NULL")[0].decode(Int.self, at: 0) == 20)
+            let open = try await store.outcomeSummaries(since: nil, grouping: .offer, asOf: t1)
+            #expect(open.first.map { $0.decided + $0.holdoutDecided } == 0, "nothing is decided before the period's end")
+
+            // The period ends: the first half renews, the others expire.
+            let t2 = Self.t0 + 20 * Self.day + 3600
+            try await store.pollResultsCommit(runId: try Self.run(db, at: t2), asOf: t2, detectedAt: t2, ids.enumerated().map { i, id in
+                let before = Self.snapshot(id, autoRenew: i < 20, at: t1)
+                return Self.write(id, previous: before, current: i < 20 ? Self.renewed(id, at: t2) : Self.snapshot(id, autoRenew: false, at: t2, winBack: []),
+                                  at: t2)
+            })
             let saved = try db.query("""
                 SELECT original_transaction_id AS id, outcome_reason, outcome_at, outcome_price, outcome_currency
                 FROM churnwatch.winback_queue WHERE outcome = 'saved' ORDER BY 1
                 """)
             #expect(try saved.map { try $0.decode(String.self, "id") } == Array(ids.prefix(20)).sorted())
-            #expect(try saved.allSatisfy { try $0.decode(String?.self, "outcome_reason") == "auto_renew_enabled"
-                && $0.decode(Int64?.self, "outcome_price") == 9_990 && $0.decode(String?.self, "outcome_currency") == "USD" })
-            #expect(try db.query("SELECT count(*) FROM churnwatch.winback_queue WHERE outcome IS NULL")[0].decode(Int.self, at: 0) == 20)
+            #expect(try saved.allSatisfy { try $0.decode(String?.self, "outcome_reason") == "renewed"
+                && $0.decode(Date?.self, "outcome_at").map { $0 > Self.t0 && $0 <= t1 } == true
+                && $0.decode(Int64?.self, "outcome_price") == 9_990 && $0.decode(String?.self, "outcome_currency") == "USD" },
+                    "saved by the renewal, dated by the sign")
+            #expect(try db.query("SELECT count(*) FROM churnwatch.winback_queue WHERE outcome = 'lost' AND outcome_reason = 'expired'")[0]
+                .decode(Int.self, at: 0) == 20)
 
-            let summaries = try await store.outcomeSummaries(since: nil, grouping: .offer, asOf: t1)
-            let s = try #require(summaries.first)
-            #expect(summaries.count == 1 && s.campaign == "save_offer" && s.offerId == "save.pro")
+            let summaries = try await store.outcomeSummaries(since: nil, grouping: .offer, asOf: t2)
+            let s = try #require(summaries.first { $0.campaign == "save_offer" })
+            #expect(s.offerId == "save.pro")
+            #expect(summaries.map(\.campaign) == ["save_offer", "winback_offer"], "those who left get a win-back entry at t2")
             #expect(s.entries + s.holdoutEntries == 40)
-            #expect(s.saved + s.holdoutSaved == 20 && s.decided + s.holdoutDecided == 20, "open entries are not decided yet")
+            #expect(s.saved + s.holdoutSaved == 20 && s.decided + s.holdoutDecided == 40)
             #expect(s.revenueKept == (s.saved > 0 ? ["USD": Int64(s.saved) * 9_990] : [:]))
-            #expect(s.medianDaysToSave.map { $0 >= 0 && $0 <= 1 } ?? (s.saved == 0))
+            #expect(s.medianDaysToSave.map { $0 >= 0 && $0 <= 1 } ?? (s.saved == 0), "from the opening night to the sign")
+            #expect(try await store.outcomeSummaries(since: t1, grouping: .offer, asOf: t2).map(\.campaign) == ["winback_offer"],
+                    "--since cuts by the night an entry was opened")
 
-            // Past the horizon (the period's end) the open ones count as lost.
-            let late = try await store.outcomeSummaries(since: nil, grouping: .campaign, asOf: Self.t0 + 21 * Self.day)
+            // Past the horizon (the period's end, plus the settle window) open ones would count as lost: all are decided.
+            let late = try await store.outcomeSummaries(since: nil, grouping: .campaign, asOf: Self.t0 + 22 * Self.day)
             #expect(late.first.map { $0.decided + $0.holdoutDecided } == 40)
             #expect(late.first?.offerId == nil)
         }

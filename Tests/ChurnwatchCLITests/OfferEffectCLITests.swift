@@ -69,6 +69,8 @@ struct OfferEffectCLITests {
               AND original_transaction_id = ANY(\(savedIds)::text[]) AND outcome IS DISTINCT FROM 'saved'
             """) == 0, "every customer the offer saved is measured as saved")
 
+        try Self.labelsAndHorizonsMatchTheTruth(db, world.sim)
+
         let asOf = NightlyRunEndToEndTests.iso(Self.start.addingTimeInterval(391 * Self.day))
         let outcomes = try await CLIRunner.run(["outcomes", "--json", "--as-of", asOf], environment: env)
         try #require(outcomes.status == 0, "\(outcomes.stderr)")
@@ -85,5 +87,38 @@ struct OfferEffectCLITests {
         #expect(trueEffect > 0.1, "the knob works: \(trueEffect)")
         #expect(low > 0, "the uplift is positive beyond doubt: [\(low), \(high)]")
         #expect(low <= trueEffect && trueEffect <= high, "the interval [\(low), \(high)] covers the true effect \(trueEffect)")
+    }
+
+    /// Every entry of the offer against the simulator's truth (docs/churn-model.md, "Outcomes"):
+    /// on the night it was opened the customer was at risk and the period ended at its horizon;
+    /// its label is saved exactly when, a minute after that horizon, the subscription is active,
+    /// in billing retry or in grace (it renewed, or was still set to renew).
+    static func labelsAndHorizonsMatchTheTruth(_ db: PostgresConnection, _ sim: SimulatorProcess) throws {
+        let rows = try db.query("""
+            SELECT original_transaction_id, opened_at, expires_at, outcome FROM churnwatch.winback_queue
+            WHERE offer_id = 'save50' ORDER BY id
+            """).map { (try $0.decode(String.self, at: 0), try $0.decode(Date.self, at: 1), try $0.decode(Date.self, at: 2),
+                        try $0.decode(String?.self, at: 3)) }
+        try #require(rows.count >= 40, "too few entries to judge: \(rows.count)")
+        let format = ISO8601DateFormatter()
+        format.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        func states(_ asks: [(String, Date)]) throws -> [[String: Any]] {
+            let body = try JSONSerialization.data(withJSONObject: asks.map { ["original_transaction_id": $0.0, "at": format.string(from: $0.1)] })
+            let json = try JSONSerialization.jsonObject(with: try sim.request("POST", "/_sim/truth/at", body: body)) as? [String: Any]
+            return json?["states"] as? [[String: Any]] ?? []
+        }
+        let opened = try states(rows.map { ($0.0, $0.1) })
+        let atHorizon = try states(rows.map { ($0.0, $0.2.addingTimeInterval(60)) })
+        try #require(opened.count == rows.count && atHorizon.count == rows.count)
+        var wrong: [String] = []
+        for (i, row) in rows.enumerated() {
+            let segment = opened[i]["segment"] as? String ?? "-"
+            let trueEnd = (opened[i]["expires_at"] as? String).flatMap(format.date(from:))
+            let trueLabel = [1, 3, 4].contains(atHorizon[i]["status"] as? Int ?? 0) ? "saved" : "lost"
+            if !["will_not_renew", "price_increase_pending"].contains(segment) { wrong.append("\(row.0): not at risk (\(segment))") }
+            if trueEnd.map({ abs($0.timeIntervalSince(row.2)) < 0.001 }) != true { wrong.append("\(row.0): horizon \(row.2), true \(String(describing: trueEnd))") }
+            if row.3 != trueLabel { wrong.append("\(row.0): \(row.3 ?? "open"), true \(trueLabel)") }
+        }
+        #expect(wrong.isEmpty, "\(wrong.count) of \(rows.count) entries disagree with the truth: \(wrong.prefix(5))")
     }
 }

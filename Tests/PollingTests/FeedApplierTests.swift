@@ -65,6 +65,29 @@ import Testing
         #expect(plan.batches.flatMap(\.records).map(\.outcome) == [.applied, .applied])
     }
 
+    static func entries(_ plan: FeedApplier.Plan) -> [WinbackEntry] {
+        plan.batches.flatMap(\.writes).flatMap { w -> [WinbackEntry] in
+            guard case .polled(let p) = w.outcome else { return [] }
+            return p.winback.entries
+        }
+    }
+
+    @Test("win-back is decided once per sync, for the state it leaves, at its moment: a risk opened and closed between two syncs opens nothing")
+    func winbackOnlyForRiskThatExistsAtTheSync() throws {
+        let known = Self.stored(Self.note(Self.uuid(1), "A", at: Self.t0))
+        let off = Self.note(Self.uuid(2), "A", at: Self.t0 + 2 * Self.day, autoRenew: false)
+        let on = Self.note(Self.uuid(3), "A", at: Self.t0 + 3 * Self.day, autoRenew: true)
+        let flipped = FeedApplier().plan([off, on], known: [], stored: ["A": known], establishOnly: false, now: Self.t0date)
+        #expect(Self.events(flipped) == ["auto_renew_disabled", "auto_renew_enabled"], "the events are all kept")
+        #expect(Self.entries(flipped).isEmpty, "nothing is at risk at the sync's moment")
+
+        let left = FeedApplier().plan([off], known: [], stored: ["A": known], establishOnly: false, now: Self.t0date)
+        let entry = try #require(Self.entries(left).first)
+        #expect(Self.entries(left).count == 1 && entry.campaign == .saveOffer)
+        #expect(entry.notBefore == Self.t0date, "opened at the sync's moment, not at the notification's")
+        #expect(entry.expiresAt == Date(timeIntervalSince1970: Double(Self.t0 + 20 * Self.day) / 1000), "the period current at the sync")
+    }
+
     @Test func repeatsAndRecordedUUIDsAreDuplicates() {
         let known = Self.stored(Self.note(Self.uuid(1), "A", at: Self.t0))
         var inbox = Self.note(Self.uuid(2), "A", at: Self.t0 + Self.day, autoRenew: false)
