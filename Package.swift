@@ -3,7 +3,8 @@
 //
 // Dependencies point one way (docs/architecture.md §2):
 //   churnwatch → Polling → (AppStoreServerAPI, ChurnStore) → (ChurnModel, Postgres)
-// ChurnStore → ChurnReport (the report's figures and page, pure) → ChurnModel.
+// ChurnStore → ChurnReport (the report's figures and page, pure) → ChurnModel;
+// ChurnStore and churnwatch → ChurnInput (reading files).
 // ChurnModel → AppStoreModels (Apple's enums and milliseconds, one vocabulary); both import
 // Foundation only otherwise. The simulator shares AppStoreModels
 // with the client and nothing else; the churnwatch binary never links the simulator.
@@ -80,10 +81,10 @@ let package = Package(
         ),
         // `churnwatch report`: the report's figures and their HTML page, a pure function (no I/O).
         .target(name: "ChurnReport", dependencies: ["ChurnModel"]),
-        // All SQL for churnwatch's own tables.
         // What churnwatch reads from files: the import (CSV or JSON lines) and lines of
         // notifications, in bounded memory. Foundation and Apple's vocabulary only.
         .target(name: "ChurnInput", dependencies: ["AppStoreModels"]),
+        // All SQL for churnwatch's own tables, and nothing else.
         .target(
             name: "ChurnStore",
             dependencies: [
@@ -167,7 +168,9 @@ let package = Package(
             dependencies: [
                 "AppStoreServerAPI",
                 "AppStoreModels",
-                // SubscriptionPoller against a scripted Apple (history cursor, receipts).
+                // SubscriptionPoller against a scripted Apple (history cursor, receipts): those tests
+                // need the client's internal seams (transport, clock, jitter), which only a
+                // `@testable import` from this target reaches.
                 "Polling",
                 "ChurnStore",
                 "ChurnModel",
