@@ -31,7 +31,10 @@ public struct WinbackQueueEntry: Sendable, Equatable {
     public var claimedAt: Date?
     /// When the claim runs out; a claimed entry past it is claimable again.
     public var claimExpiresAt: Date?
+    /// When the row was written (the wall clock).
     public var createdAt: Date
+    /// The run's or sync's moment the entry was opened (`--as-of`): what ages and filters it.
+    public var openedAt: Date
     /// The promotional offer the campaign gave it (`churnwatch.offers`), held out or not.
     public var offerId: String? = nil
     public var holdout = false
@@ -92,7 +95,7 @@ public struct WinbackSettlement: Sendable, Equatable {
 extension ChurnStore {
     static let winbackColumns: PostgresQuery = """
         id, original_transaction_id, app_account_token, customer_ref, campaign, product_id, reason, offer_ids,
-        not_before, expires_at, episode, status, claimed_by, claimed_at, claim_expires_at, created_at,
+        not_before, expires_at, episode, status, claimed_by, claimed_at, claim_expires_at, created_at, opened_at,
         offer_id, holdout, outcome, outcome_reason, outcome_at
         """
 
@@ -119,6 +122,7 @@ extension ChurnStore {
             claimedAt: try row.decode(Date?.self, "claimed_at"),
             claimExpiresAt: try row.decode(Date?.self, "claim_expires_at"),
             createdAt: try row.decode(Date.self, "created_at"),
+            openedAt: try row.decode(Date.self, "opened_at"),
             offerId: try row.decode(String?.self, "offer_id"),
             holdout: try row.decode(Bool.self, "holdout"),
             outcome: try row.decode(String?.self, "outcome"),

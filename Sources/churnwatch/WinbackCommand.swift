@@ -93,7 +93,7 @@ struct WinbackCommand: AsyncParsableCommand {
 
                 Fields: id, original_transaction_id, app_account_token, customer_ref, campaign, product_id, \
                 reason, offer_ids, not_before, expires_at, episode, status, claimed_by, claimed_at, claim_expires_at, \
-                created_at, offer_id, holdout, outcome, outcome_reason, outcome_at, and offer: for an entry with a \
+                created_at, opened_at, offer_id, holdout, outcome, outcome_reason, outcome_at, and offer: for an entry with a \
                 promotional offer, {"offer_id", "product_id", "key_id", "nonce", "timestamp", "signature", "jws"} \
                 signed now with a fresh nonce (good for 24 hours; claim again for a fresh one), else null \
                 (times in ISO 8601 UTC; absent values are null).
@@ -246,7 +246,7 @@ struct WinbackQueueEntryJSON: Encodable {
 
     enum Key: String, CodingKey {
         case id, original_transaction_id, app_account_token, customer_ref, campaign, product_id, reason, offer_ids,
-             not_before, expires_at, episode, status, claimed_by, claimed_at, claim_expires_at, created_at
+             not_before, expires_at, episode, status, claimed_by, claimed_at, claim_expires_at, created_at, opened_at
         case offer_id, holdout, outcome, outcome_reason, outcome_at, offer
     }
 
@@ -268,6 +268,7 @@ struct WinbackQueueEntryJSON: Encodable {
         try c.encode(entry.claimedAt, forKey: .claimed_at)
         try c.encode(entry.claimExpiresAt, forKey: .claim_expires_at)
         try c.encode(entry.createdAt, forKey: .created_at)
+        try c.encode(entry.openedAt, forKey: .opened_at)
         try c.encode(entry.offerId, forKey: .offer_id)
         try c.encode(entry.holdout, forKey: .holdout)
         try c.encode(entry.outcome, forKey: .outcome)

@@ -25,9 +25,10 @@ struct ConsumerCLITests {
         for (otid, hoursAgo) in [("7001", 3), ("7002", 2), ("7003", 1)] {
             try s.connection.execute("""
                 INSERT INTO churnwatch.winback_queue (original_transaction_id, app_account_token, campaign, episode, product_id,
-                    reason, offer_ids, not_before, expires_at)
+                    reason, offer_ids, not_before, expires_at, opened_at)
                 VALUES (\(otid), '7b0a3c5e-0000-4000-8000-000000000001', 'winback_offer', 'e1', 'pro', 'churned_voluntary',
-                    '{wb.a,wb.b}', timestamptz '2026-11-21 02:00:00+00' - make_interval(hours => \(Int32(hoursAgo))), '2027-01-01 00:00:00+00')
+                    '{wb.a,wb.b}', timestamptz '2026-11-21 02:00:00+00' - make_interval(hours => \(Int32(hoursAgo))), '2027-01-01 00:00:00+00',
+                    '2026-11-19 02:00:00+00')
                 """)
         }
         let claim = try await CLIRunner.run(["winback", "claim", "--campaign", "winback_offer", "--consumer", "mailer",
@@ -43,6 +44,7 @@ struct ConsumerCLITests {
         #expect(first["claimed_by"] as? String == "mailer")
         #expect(first["claim_expires_at"] as? String == "2026-11-21T02:10:00Z")
         #expect(first["not_before"] as? String == "2026-11-20T23:00:00Z")
+        #expect(first["opened_at"] as? String == "2026-11-19T02:00:00Z", "the night it was opened, not when the row was written")
         #expect(first["app_account_token"] as? String == "7b0a3c5e-0000-4000-8000-000000000001")
         #expect(first["customer_ref"] is NSNull, "absent values are null, not missing")
         let ids = objects.compactMap { ($0["id"] as? NSNumber)?.int64Value }
