@@ -9,8 +9,8 @@ struct OutcomesCommand: AsyncParsableCommand {
         abstract: "What the win-back campaigns and their offers changed: saves against the holdout, with a 95 % interval.",
         discussion: """
             One line per campaign and offer (--by campaign: per campaign; --by product: per campaign, offer and \
-            product) over the entries created since --since. Shares are over decided entries (saved or lost; an \
-            entry whose horizon has passed without a save is lost). The uplift is the treated saved share minus the \
+            product) over the entries opened since --since (by the run or sync that opened them). Shares are over decided entries (saved or lost: a save offer by whether the \
+            period renewed, docs/churn-model.md; an entry whose horizon has passed without a save is lost). The uplift is the treated saved share minus the \
             holdout's, with Newcombe's 95 % interval (docs/churn-model.md); it is empty when a group has no decided \
             entry, and flagged "too few" below 30 decided entries in a group. Revenue kept: renewal price × treated \
             saves, per currency.
@@ -26,7 +26,7 @@ struct OutcomesCommand: AsyncParsableCommand {
 
     @OptionGroup var global: GlobalOptions
 
-    @Option(name: .customLong("since"), help: ArgumentHelp("Only entries created since this time (ISO 8601 or YYYY-MM-DD).", valueName: "time"))
+    @Option(name: .customLong("since"), help: ArgumentHelp("Only entries opened since this time, by their run's or sync's moment (ISO 8601 or YYYY-MM-DD).", valueName: "time"))
     var since: String?
 
     @Option(name: .customLong("by"), help: "offer (default), product or campaign.")

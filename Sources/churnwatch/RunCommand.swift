@@ -32,6 +32,7 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var feedOptions: FeedOptions
 
     @OptionGroup var worker: WorkerOptions
+    @OptionGroup var retention: RetentionOptions
 
     @Flag(name: .customLong("join"), help: "Work the run in progress alongside its owner (another process or host); no planning, no closing.")
     var join = false
@@ -53,6 +54,7 @@ struct RunCommand: AsyncParsableCommand {
             var options = RunOptions(asOf: try windows.resolvedAsOf())
             options.windows = try windows.resolvedWindows()
             try worker.apply(to: &options, join: join)
+            let prune = try RetentionOptions.afterRun() && !join ? try retention.policy() : nil
             let interval = try parseDurationSetting("--progress-interval", progressInterval, positive: true)
             let metrics = try metricsFile.map(MetricsFile.init(path:))
             options.params = try StoredJSON(encoding: RunParams(options: options))
@@ -62,7 +64,11 @@ struct RunCommand: AsyncParsableCommand {
             let (store, limiter) = (parts.store, parts.limiter)
             if !join { options.feed = try feedOptions.feed(client: parts.client, store: store, logger: logger) }
             let engine = parts.engine(options: options, fullHistory: false, logger: logger)
-            let signals = SignalHandler { engine.requestStop("signal") }
+            let signalled = Mutex(false)
+            let signals = SignalHandler {
+                signalled.withLock { $0 = true }
+                engine.requestStop("signal")
+            }
             defer { signals.cancel() }
 
             let terminal = isatty(STDERR_FILENO) == 1 && global.logFormat != .json
@@ -87,6 +93,12 @@ struct RunCommand: AsyncParsableCommand {
                     print(RunSummaryText.lines(earlier, calls: [:]).dropLast().joined(separator: "\n"))
                 }
                 try report(ended, stats: engine.stats)
+                if case .finished = ended, let prune {
+                    let deadline = options.maxDuration.map { Date().addingTimeInterval($0 - engine.clock.now().timeIntervalSince(started)) }
+                    await Self.prune(store, prune, asOf: options.asOf, logger: logger) {
+                        signalled.withLock { $0 } || deadline.map { Date() >= $0 } == true
+                    }
+                }
             } catch {
                 progress.finish()
                 failure = error
@@ -106,6 +118,19 @@ struct RunCommand: AsyncParsableCommand {
 
     func report(_ outcome: RunOutcome, stats: WorkerStats) throws {
         try RunOutcomeReport.report(outcome, stats: stats, noun: "run")
+    }
+
+    /// The prune at the end of a night that finished (`CHURNWATCH_PRUNE=off` turns it off): one line,
+    /// within what is left of the time budget. Its failure is logged and changes no exit code (the
+    /// night's work is done; `churnwatch prune` goes on from where it stopped).
+    static func prune(_ store: ChurnStore, _ policy: RetentionPolicy, asOf: Date, logger: Logger,
+                      shouldStop: @escaping @Sendable () -> Bool) async {
+        do {
+            let report = try await store.prune(policy, asOf: asOf, now: Date(), dryRun: false, shouldStop: shouldStop)
+            print(PruneText.line(report, dryRun: false))
+        } catch {
+            logger.warning("prune after the run failed; the run is done (run `churnwatch prune` to go on)", metadata: ["error": "\(classify(error).0)"])
+        }
     }
 }
 

@@ -41,4 +41,21 @@ struct EnvironmentSettingsTests {
         let flag = try await CLIRunner.run(["run", "--concurrency", "8"], environment: env.merging(["CHURNWATCH_CONCURRENCY": "-4"]) { _, new in new })
         #expect(!flag.stderr.contains("CHURNWATCH_CONCURRENCY"), "\(flag.stderr)")
     }
+
+    @Test("a retention below its floor, an unknown table, a negative duration or CHURNWATCH_PRUNE neither on nor off exits 78 in one line, before any connection")
+    func badRetentionSettings() async throws {
+        let env = ["DATABASE_URL": "postgresql://postgres@127.0.0.1:1/x"]
+        let cases: [([String], [String: String], String)] = [
+            (["prune", "--retention", "notifications=30d"], [:], "notifications must be kept at least 180 days, not 30 days: Apple's notification history"),
+            (["prune"], ["CHURNWATCH_RETENTION": "run_items=35d,bogus=1d"], "CHURNWATCH_RETENTION: \"bogus=1d\" is not table=duration"),
+            (["prune", "--retention", "quarantine=-3d"], [:], "--retention quarantine \"-3d\" is negative"),
+            (["run"], ["CHURNWATCH_PRUNE": "sometimes"], "CHURNWATCH_PRUNE \"sometimes\" is neither on nor off"),
+            (["run"], ["CHURNWATCH_RETENTION": "run_items=1h"], "run_items must be kept at least 2 days"),
+        ]
+        for (args, extra, message) in cases {
+            let r = try await CLIRunner.run(args, environment: env.merging(extra) { _, new in new })
+            #expect(r.status == 78, "\(args) \(extra): \(r.stderr)")
+            #expect(r.stderr.contains(message) && r.stderr.split(separator: "\n").count == 1, "\(args) \(extra): \(r.stderr)")
+        }
+    }
 }
