@@ -157,7 +157,7 @@ struct ReportDataTests {
             for r in rows {
                 try db.execute("""
                     INSERT INTO churnwatch.winback_queue (original_transaction_id, campaign, episode, reason, not_before, status, offer_id, holdout,
-                        outcome, outcome_at, outcome_price, outcome_currency, expires_at, created_at)
+                        outcome, outcome_at, outcome_price, outcome_currency, expires_at, opened_at)
                     VALUES (\(r.0), \(r.1), 'e1', 'r', \(Self.t), \(r.3), \(r.2), \(r.4), \(r.5), \(r.6.map { Self.at(days: $0) }), \(r.7), \(r.8),
                             \(r.9.map { Self.at(days: $0) }), \(Self.t))
                     """)
@@ -167,9 +167,9 @@ struct ReportDataTests {
             #expect(outcomes.last == .init(campaign: "save_offer", offerId: x, entries: 5, delivered: 2, decided: 4, saved: 2, holdoutEntries: 3,
                                            holdoutDecided: 3, holdoutSaved: 1, medianDaysToSave: 3, revenueKept: ["USD": 9_990, "EUR": 4_990]))
             // The same figures from SQL written here: per group and arm, an entry is decided when it has an
-            // outcome or its horizon passed by the as-of time.
+            // outcome or its horizon (a save offer's plus the day a renewal may take) passed by the as-of time.
             for row in try db.query("""
-                SELECT campaign, offer_id, holdout, count(*), sum((status = 'done')::int), sum((outcome IS NOT NULL OR expires_at <= \(Self.t))::int),
+                SELECT campaign, offer_id, holdout, count(*), sum((status = 'done')::int), sum((outcome IS NOT NULL OR expires_at + CASE WHEN campaign = 'save_offer' THEN interval '1 day' ELSE interval '0' END <= \(Self.t))::int),
                        sum((outcome = 'saved')::int)
                 FROM churnwatch.winback_queue GROUP BY 1, 2, 3
                 """) {
@@ -191,7 +191,7 @@ struct ReportDataTests {
                 #expect(o.revenueKept[try row.decode(String.self, at: 2)] == (try row.decode(Int64.self, at: 3)))
             }
             let median = try db.query("""
-                SELECT campaign, percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM outcome_at - created_at) / 86400)
+                SELECT campaign, percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM outcome_at - opened_at) / 86400)
                 FROM churnwatch.winback_queue WHERE NOT holdout AND outcome = 'saved' GROUP BY 1 ORDER BY 1
                 """).map { try $0.decode(Double.self, at: 1) }
             #expect(outcomes.map(\.medianDaysToSave) == median)
