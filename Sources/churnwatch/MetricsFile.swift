@@ -192,13 +192,16 @@ struct MetricsFile: Sendable {
 
     /// Writes `text` to a temporary file next to the target (a name node_exporter ignores:
     /// it reads only `*.prom`), flushes it to disk, and renames it over the target.
+    /// A target that exists and is not a regular file (a device, a pipe, a symlink) is written
+    /// into directly, never replaced.
     func write(_ text: String) throws {
         let url = URL(fileURLWithPath: path)
-        let temp = url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(getpid()).tmp").path
+        let direct = !isReplaceable(path)
+        let temp = direct ? path : url.deletingLastPathComponent().appendingPathComponent(".\(url.lastPathComponent).\(getpid()).tmp").path
         let fd = open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard fd >= 0 else { throw MetricsFileError(path: temp, operation: "create", errno: errno) }
         var ok = false
-        defer { if !ok { unlink(temp) } }
+        defer { if !ok && !direct { unlink(temp) } }
         let bytes = Array(text.utf8)
         var written = 0
         while written < bytes.count {
@@ -210,6 +213,11 @@ struct MetricsFile: Sendable {
                 throw MetricsFileError(path: temp, operation: "write", errno: e)
             }
             written += n
+        }
+        if direct {
+            close(fd)
+            ok = true
+            return
         }
         if fsync(fd) != 0 {
             let e = errno

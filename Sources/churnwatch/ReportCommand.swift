@@ -43,11 +43,22 @@ struct ReportCommand: AsyncParsableCommand {
             let html = ReportPage.render(data)
             let url = URL(fileURLWithPath: path)
             do {
-                try Data(html.utf8).write(to: url, options: .atomic)
+                // A regular file is replaced whole (a reader never sees half a page); anything else that
+                // exists (a device such as /dev/null, a pipe, a symlink) is written into, never replaced.
+                try Data(html.utf8).write(to: url, options: isReplaceable(path) ? .atomic : [])
             } catch {
                 throw CLIError.configuration("--out \(path) cannot be written: \((error as NSError).localizedDescription) (choose another file)")
             }
             print(url.standardizedFileURL.path)
         }
     }
+}
+
+/// True when `path` may be replaced by renaming a new file over it: it does not exist, or it is a
+/// regular file. A device, a pipe or a symlink must be written into instead (renaming over
+/// /dev/null as root would turn it into a file).
+func isReplaceable(_ path: String) -> Bool {
+    var info = stat()
+    guard lstat(path, &info) == 0 else { return true }
+    return (info.st_mode & S_IFMT) == S_IFREG
 }

@@ -88,7 +88,7 @@ struct ReportBrowserTests {
         }
     }
 
-    @Test("a new database gives a page that says so (exit 0); a bad --days or --as-of, or an --out that cannot be written, one line and exit 78")
+    @Test("a new database gives a page that says so (exit 0); an --out that is no regular file is written into, not replaced; a bad --days or --as-of, or an --out that cannot be written, one line and exit 78")
     func newDatabaseAndBadInput() async throws {
         let db = try ScratchDatabase.create()
         defer { db.drop() }
@@ -104,6 +104,14 @@ struct ReportBrowserTests {
         let empty = try await CLIRunner.run(["report", "--out", page.path], environment: env)
         #expect(empty.status == 0, "\(empty.stderr)")
         #expect(try String(contentsOf: page, encoding: .utf8).contains("Nothing to report yet"))
+        // An --out that is not a regular file (here a symlink; /dev/null alike) is written into, never replaced.
+        let link = dir.appendingPathComponent("link.html")
+        try FileManager.default.createSymbolicLink(atPath: link.path, withDestinationPath: page.path)
+        try Data().write(to: page)
+        let linked = try await CLIRunner.run(["report", "--out", link.path], environment: env)
+        #expect(linked.status == 0, "\(linked.stderr)")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: link.path) == page.path, "the link is still a link")
+        #expect(try String(contentsOf: page, encoding: .utf8).contains("Nothing to report yet"), "written through the link")
         for (args, says) in [(["--days", "0"], "--days 0 is out of range"), (["--as-of", "yesterday"], "--as-of \"yesterday\""),
                              (["--out", dir.appendingPathComponent("missing/dir/r.html").path], "cannot be written")] {
             let r = try await CLIRunner.run(["report"] + args, environment: env)
