@@ -13,8 +13,9 @@ Truth, per entry (docs/churn-model.md, "Outcomes"):
 - horizon: the true period end on that night;
 - label: saved when the subscription is active, in billing retry or in grace a minute after the
   horizon (it renewed, or was still set to renew), lost otherwise;
-- days to save: from that night to the last true good sign before the horizon (auto-renew
-  on, price increase accepted, plan change scheduled), the horizon itself without one.
+- days to save: from that night to the first true good sign (auto-renew on, price increase
+  accepted, plan change scheduled) since the last bad one (auto-renew off, price increase
+  pending) before the horizon; the horizon itself without one.
 The true effect is intention-to-treat: treated entries whose outcome the offer changed
 (`/_sim/offers`, changed_outcome) over treated entries.
 """
@@ -29,6 +30,7 @@ import urllib.request
 
 SAVE_SEGMENTS = {"will_not_renew", "price_increase_pending"}
 GOOD_SIGNS = {"auto_renew_enabled", "price_increase_accepted", "plan_change_scheduled"}
+BAD_SIGNS = {"auto_renew_disabled", "price_increase_pending"}
 OFFER = "SAVE30"
 TAIL_DAYS = [7, 35, 120, 250, 400]
 
@@ -117,8 +119,8 @@ def experiment(bin_dir, sim, night0, nights, out):
     events = http(sim, "GET", f"/_sim/events?from={iso(night0 - dt.timedelta(days=1))}&to={iso(end)}")["events"]
     signs = {}
     for e in events:
-        if e["event"] in GOOD_SIGNS:
-            signs.setdefault(e["original_transaction_id"], []).append(parse(e["occurred_at"]))
+        if e["event"] in GOOD_SIGNS or e["event"] in BAD_SIGNS:
+            signs.setdefault(e["original_transaction_id"], []).append((parse(e["occurred_at"]), e["event"] in GOOD_SIGNS))
     asks, entries = [], []
     for id_, (n, otid) in sorted(first_seen.items()):
         t = opened_truth[id_]
@@ -133,7 +135,10 @@ def experiment(bin_dir, sim, night0, nights, out):
         opened_night = night0 + dt.timedelta(days=n)
         s = next(states) if horizon else None
         true_label = "saved" if s and s.get("status") in (1, 3, 4) else "lost"
-        sign = max((x for x in signs.get(otid, []) if opened_night < x <= (horizon or opened_night)), default=None)
+        sign = None
+        for at, good in sorted(signs.get(otid, [])):
+            if opened_night < at <= (horizon or opened_night):
+                sign = (sign or at) if good else None
         row_ = stored.get(id_)
         scored.append({
             "id": id_, "otid": otid, "night": n, "holdout": row_[1] == "true" if row_ else None,
@@ -179,23 +184,25 @@ def figures(result):
 
 
 def summarize(files):
+    """key_<label>=value per population, then the worst of them unsuffixed."""
     def show(v):
         return f"{v:.4f}" if isinstance(v, float) else str(v)
     all_f = []
     for path in files:
-        label = os.path.basename(path).removesuffix(".json")
+        label = os.path.basename(path).removesuffix(".json").removeprefix("outcomes_")
         f = figures(json.load(open(path)))
         all_f.append(f)
-        print(f"{label}: " + " ".join(f"{k}={show(v)}" for k, v in f.items()))
+        for k, v in f.items():
+            print(f"{k}_{label}={show(v)}")
     if not all_f:
         return
-    print(f"outcome_label_agreement={min(f['outcome_label_agreement'] for f in all_f):.4f}  # lowest of {len(all_f)} populations")
-    print(f"outcome_entries_not_at_risk={sum(f['entries_not_at_risk'] for f in all_f)}")
-    print(f"outcome_horizon_agreement={min(f['horizon_agreement'] for f in all_f):.4f}")
-    print(f"outcome_opened_agreement={min(f['opened_agreement'] for f in all_f):.4f}")
-    print(f"outcome_uplift_covers_true_effect={sum(f['uplift_covers_true_effect'] for f in all_f)}/{len(all_f)}")
+    print(f"outcome_label_agreement={min(f['outcome_label_agreement'] for f in all_f):.4f}")
+    print(f"entries_not_at_risk={sum(f['entries_not_at_risk'] for f in all_f)}")
+    print(f"horizon_agreement={min(f['horizon_agreement'] for f in all_f):.4f}")
+    print(f"opened_agreement={min(f['opened_agreement'] for f in all_f):.4f}")
+    print(f"uplift_covers_true_effect={sum(f['uplift_covers_true_effect'] for f in all_f)}/{len(all_f)}")
     errs = [f.get("median_days_to_save_error") for f in all_f]
-    print("outcome_median_days_to_save_error_max=" + (f"{max(errs):.2f}" if None not in errs else "none"))
+    print("median_days_to_save_error_max=" + (f"{max(errs):.2f}" if None not in errs else "none"))
 
 
 if __name__ == "__main__":
