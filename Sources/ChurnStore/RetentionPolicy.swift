@@ -30,7 +30,7 @@ public struct RetentionPolicy: Sendable, Equatable {
             case .inbox: 30 * RetentionPolicy.day
             case .quarantine: 90 * RetentionPolicy.day
             case .segmentChanges: 400 * RetentionPolicy.day
-            case .transactions: 400 * RetentionPolicy.day
+            case .transactions: 60 * RetentionPolicy.day
             }
         }
 
