@@ -33,27 +33,29 @@ extension ChurnStore {
         let cut = { (t: RetentionPolicy.Table) in asOf.addingTimeInterval(-policy[t]) }
         let wallCut = { (t: RetentionPolicy.Table) in now.addingTimeInterval(-policy[t]) }
         try await pruneRunItems(before: cut(.runItems), dryRun: dryRun, batch: batch, shouldStop: shouldStop, into: &report)
-        let keyed: [(String, String, PostgresQuery)] = [
-            ("notifications", "id", """
-                CASE WHEN t.signed_date IS NULL THEN t.received_at < \(wallCut(.notifications))
-                     ELSE t.signed_date < \(cut(.notifications)) END
-                """),
-            ("notification_inbox", "id", "t.processed_at < \(wallCut(.inbox))"),
-            ("quarantine", "id", "t.received_at < \(wallCut(.quarantine))"),
-            ("segment_changes", "id", "t.changed_at < \(cut(.segmentChanges))"),
-            ("transactions", "transaction_id", """
-                t.expires_date < \(cut(.transactions)) AND NOT EXISTS (SELECT 1 FROM churnwatch.subscriptions s
-                    WHERE s.original_transaction_id = t.original_transaction_id AND s.latest_transaction_id = t.transaction_id)
+        // Each: the table, the rows that aged (found through an index on the age, in its order),
+        // and what keeps a row although it aged.
+        let aged: [(String, PostgresQuery, PostgresQuery)] = [
+            ("notifications", "t.signed_date < \(cut(.notifications)) ORDER BY t.signed_date", "false"),
+            ("notifications", "t.signed_date IS NULL AND t.received_at < \(wallCut(.notifications)) ORDER BY t.received_at", "false"),
+            ("notification_inbox", "t.processed_at < \(wallCut(.inbox))", "false"),
+            ("quarantine", "t.received_at < \(wallCut(.quarantine))", "false"),
+            ("segment_changes", "t.changed_at < \(cut(.segmentChanges)) ORDER BY t.changed_at", "false"),
+            ("transactions", "t.expires_date < \(cut(.transactions)) ORDER BY t.expires_date", """
+                EXISTS (SELECT 1 FROM churnwatch.subscriptions s
+                        WHERE s.original_transaction_id = t.original_transaction_id AND s.latest_transaction_id = t.transaction_id)
                 """),
         ]
-        for (table, key, old) in keyed {
+        var counts: [(String, Int)] = []
+        for (table, old, unless) in aged {
             if report.stopped || shouldStop() {
                 report.stopped = true
                 break
             }
-            let n = try await pruneKeyed(table, key: key, old: old, dryRun: dryRun, batch: batch, shouldStop: shouldStop, into: &report)
-            report.rows.append((table, n))
+            let n = try await pruneAged(table, old: old, keep: unless, dryRun: dryRun, batch: batch, shouldStop: shouldStop, into: &report)
+            if let i = counts.firstIndex(where: { $0.0 == table }) { counts[i].1 += n } else { counts.append((table, n)) }
         }
+        report.rows += counts
         return report
     }
 
@@ -104,33 +106,37 @@ extension ChurnStore {
         report.rows.append(("run_workers", workers))
     }
 
-    /// Rows of `table` for which `old` holds (`t` is the row), walked in the order of its key
-    /// (`id`, or `transaction_id` for transactions) a batch at a time: each statement reads at
-    /// most `batch` rows through the primary key, whatever the table's size.
-    private func pruneKeyed(_ table: String, key: String, old: PostgresQuery, dryRun: Bool, batch: Int,
-                            shouldStop: @Sendable () -> Bool, into report: inout PruneReport) async throws -> Int {
+    /// Rows of `table` that aged (`old`: the condition and its order, `t` is the row) unless `keep`
+    /// holds, a batch at a time. Each statement finds its rows through the index on the age and
+    /// skips those kept by walking on from the last one it looked at, so a prune reads what aged
+    /// once, and one with nothing to remove costs an index probe.
+    private func pruneAged(_ table: String, old: PostgresQuery, keep: PostgresQuery, dryRun: Bool, batch: Int,
+                           shouldStop: @Sendable () -> Bool, into report: inout PruneReport) async throws -> Int {
+        let key: PostgresQuery = table == "transactions" ? "transaction_id" : "id"
         if dryRun {
             return try await timed(&report) { db in
-                try db.query("SELECT count(*) FROM churnwatch.\(identifier: table) t WHERE \(old)")[0].decode(Int.self, at: 0)
+                try db.query("""
+                    SELECT count(*) FROM (SELECT t.\(key) FROM churnwatch.\(identifier: table) t WHERE \(old)) AS a
+                    JOIN churnwatch.\(identifier: table) t USING (\(key)) WHERE NOT (\(keep))
+                    """)[0].decode(Int.self, at: 0)
             }
         }
-        var afterId: Int64 = 0, afterText = "", removed = 0
+        var removed = 0, skip = 0
         while !shouldStop() {
-            let chunk: PostgresQuery = key == "id"
-                ? "SELECT id AS key FROM churnwatch.\(identifier: table) WHERE id > \(afterId) ORDER BY id LIMIT \(batch)"
-                : "SELECT \(identifier: key) AS key FROM churnwatch.\(identifier: table) WHERE \(identifier: key) > \(afterText) ORDER BY \(identifier: key) LIMIT \(batch)"
-            let (last, n) = try await timed(&report) { db in
+            let offset = skip
+            let (looked, n) = try await timed(&report) { db in
                 let row = try db.query("""
-                    WITH chunk AS (\(chunk)), gone AS (
-                        DELETE FROM churnwatch.\(identifier: table) t USING chunk WHERE t.\(identifier: key) = chunk.key AND \(old) RETURNING 1
+                    WITH chunk AS (SELECT t.\(key) AS key FROM churnwatch.\(identifier: table) t WHERE \(old) OFFSET \(offset) LIMIT \(batch)),
+                    gone AS (
+                        DELETE FROM churnwatch.\(identifier: table) t USING chunk WHERE t.\(key) = chunk.key AND NOT (\(keep)) RETURNING 1
                     )
-                    SELECT (SELECT max(key)::text FROM chunk) AS last, (SELECT count(*) FROM gone) AS n
+                    SELECT (SELECT count(*) FROM chunk) AS looked, (SELECT count(*) FROM gone) AS n
                     """)[0]
-                return (try row.decode(String?.self, "last"), try row.decode(Int.self, "n"))
+                return (try row.decode(Int.self, "looked"), try row.decode(Int.self, "n"))
             }
             removed += n
-            guard let last else { return removed }
-            if key == "id" { afterId = Int64(last) ?? Int64.max } else { afterText = last }
+            skip += looked - n
+            if looked < batch { return removed }
         }
         report.stopped = true
         return removed
