@@ -44,7 +44,8 @@ def run(bin_dir, url, t, prune):
     if r.returncode != 0:
         sys.exit(f"bench_storage: the run at {iso(t)} exited {r.returncode}: {r.stderr.strip()[-400:]}")
     m = re.search(r"prune: removed (.*); (\d+) statements, the longest ([0-9.]+) s", r.stdout)
-    return took, m
+    due = re.search(r"run \d+ done: (\d+) due", r.stdout)
+    return took, m, int(due.group(1)) if due else 0
 
 
 def show(label, night, subs, table_sizes):
@@ -75,25 +76,26 @@ def unused_indexes(bin_dir, url, t):
 
 def experiment(bin_dir, sim, night0, nights, url_prune, url_keep, subs):
     times, lock_max, pruned, prune_statements = {}, 0.0, {}, 0
+    kept_times, dues = {}, {}
     for n in range(nights):
         t = night0 + dt.timedelta(days=n)
         req = urllib.request.Request(f"{sim}/_sim/clock?set={iso(t)}", method="POST")
         urllib.request.urlopen(req, timeout=60).read()
-        took, m = run(bin_dir, url_prune, t, prune=True)
-        times[n + 1] = took
+        took, m, due = run(bin_dir, url_prune, t, prune=True)
+        times[n + 1], dues[n + 1] = took, due
         if m:
             lock_max = max(lock_max, float(m.group(3)))
             prune_statements += int(m.group(2))
             for table, rows in re.findall(r"([a-z_]+) (\d+)", m.group(1)):
                 pruned[table] = pruned.get(table, 0) + int(rows)
-        run(bin_dir, url_keep, t, prune=False)
+        kept_times[n + 1] = run(bin_dir, url_keep, t, prune=False)[0]
         night = n + 1
         if night in CHECKPOINTS or night == nights:
             show("", night, subs, sizes(url_prune))
             show("_no_prune", night, subs, sizes(url_keep))
     unused_indexes(bin_dir, url_prune, night0 + dt.timedelta(days=nights - 1))
-    late = [times[n] for n in range(max(1, nights - 4), nights + 1)]
-    early = [times[n] for n in range(26, 31) if n in times]
+    late_nights, early_nights = range(max(1, nights - 4), nights + 1), [n for n in range(26, 31) if n in times]
+    late, early = [times[n] for n in late_nights], [times[n] for n in early_nights]
     print(f"prune_max_lock_ms={lock_max * 1000:.0f}")
     print(f"prune_rows={sum(pruned.values())}")
     for table in sorted(pruned):
@@ -103,6 +105,15 @@ def experiment(bin_dir, sim, night0, nights, url_prune, url_keep, subs):
         print(f"run_time_30_s={statistics.median(early):.2f}")
         print(f"run_time_{nights}_s={statistics.median(late):.2f}")
         print(f"run_time_{nights}_over_30={statistics.median(late) / statistics.median(early):.3f}")
+        # The same nights' work, into the database never pruned: what the tables' size costs.
+        print(f"run_time_{nights}_no_prune_s={statistics.median(kept_times[n] for n in late_nights):.2f}")
+        # Per subscription due: the nights do not all poll as many.
+        per_due = lambda ns: statistics.median(times[n] / max(1, dues[n]) for n in ns) * 1000
+        print(f"due_30={statistics.median(dues[n] for n in early_nights)}")
+        print(f"due_{nights}={statistics.median(dues[n] for n in late_nights)}")
+        print(f"run_ms_per_due_30={per_due(early_nights):.2f}")
+        print(f"run_ms_per_due_{nights}={per_due(late_nights):.2f}")
+        print(f"run_ms_per_due_{nights}_over_30={per_due(late_nights) / per_due(early_nights):.3f}")
 
 
 if __name__ == "__main__":
