@@ -2,7 +2,7 @@ import Foundation
 import Postgres
 
 /// What `prune` removed, or with `dryRun` would remove, table by table.
-public struct PruneReport: Sendable, Equatable {
+public struct PruneReport: Sendable {
     /// Rows per table (`run_workers` beside `run_items`), in the order pruned.
     public var rows: [(table: String, rows: Int)] = []
     /// The longest single statement: no lock prune takes is held longer.
@@ -13,11 +13,6 @@ public struct PruneReport: Sendable, Equatable {
     public var stopped = false
 
     public var total: Int { rows.reduce(0) { $0 + $1.rows } }
-
-    public static func == (a: PruneReport, b: PruneReport) -> Bool {
-        a.rows.elementsEqual(b.rows) { $0 == $1 } && a.longestStatement == b.longestStatement
-            && a.statements == b.statements && a.stopped == b.stopped
-    }
 }
 
 extension ChurnStore {

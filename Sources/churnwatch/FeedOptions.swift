@@ -20,11 +20,7 @@ struct FeedOptions: ParsableArguments {
     /// Whether the feed is on; one line naming the flag or variable when the value is neither.
     func enabled(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> Bool {
         let (name, value) = notifications.map { ("--notifications", $0) } ?? ("CHURNWATCH_NOTIFICATIONS", env["CHURNWATCH_NOTIFICATIONS"] ?? "")
-        switch value.trimmingCharacters(in: .whitespaces).lowercased() {
-        case "", "on": return true
-        case "off": return false
-        default: throw CLIError.configuration("\(name) \"\(value)\" is neither on nor off")
-        }
+        return try onOffSetting(name, value)
     }
 
     func settings(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> FeedSync.Settings {
@@ -40,6 +36,15 @@ struct FeedOptions: ParsableArguments {
     func feed(client: AppStoreServerAPIClient, store: ChurnStore, logger: Logger) throws -> FeedSync? {
         guard try enabled() else { return nil }
         return FeedSync(client: client, store: store, applier: FeedApplier(), settings: try settings(), logger: logger)
+    }
+}
+
+/// An on/off setting (empty: on), or one line naming it (78).
+func onOffSetting(_ name: String, _ value: String) throws -> Bool {
+    switch value.trimmingCharacters(in: .whitespaces).lowercased() {
+    case "", "on": return true
+    case "off": return false
+    default: throw CLIError.configuration("\(name) \"\(value.prefix(40))\" is neither on nor off")
     }
 }
 

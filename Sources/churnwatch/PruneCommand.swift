@@ -32,11 +32,7 @@ struct RetentionOptions: ParsableArguments {
 
     /// Whether a nightly run that finished prunes after it (`CHURNWATCH_PRUNE`, default on).
     static func afterRun(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> Bool {
-        switch (env["CHURNWATCH_PRUNE"] ?? "").trimmingCharacters(in: .whitespaces).lowercased() {
-        case "", "on": return true
-        case "off": return false
-        case let other: throw CLIError.configuration("CHURNWATCH_PRUNE \"\(other.prefix(40))\" is neither on nor off")
-        }
+        try onOffSetting("CHURNWATCH_PRUNE", env["CHURNWATCH_PRUNE"] ?? "")
     }
 }
 
