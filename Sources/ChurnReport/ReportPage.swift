@@ -11,6 +11,7 @@ public enum ReportPage {
         ("billing", "Billing trouble"),
         ("winback", "Win-back queue"),
         ("revenue", "Revenue at risk"),
+        ("refunds", "Refund requests"),
         ("runs", "The last runs"),
     ]
 
@@ -33,6 +34,7 @@ public enum ReportPage {
                 \(BillingPanel.render(data))
                 \(WinbackPanel.render(data))
                 \(RevenuePanel.render(data))
+                \(RefundsPanel.render(data))
                 \(RunsPanel.render(data))
                 """
         }

@@ -24,8 +24,8 @@ public struct FeedCounts: Sendable, Equatable {
 extension ChurnStore {
     /// Commits a batch of the change feed in one transaction: the subscriptions it registers,
     /// the observations (through the same statements as a poll's batch: snapshots, transactions,
-    /// events, segments, win-back), the notifications' rows, quarantined payloads and the inbox
-    /// rows it handled. A batch holds at most one observation per subscription. Idempotent:
+    /// events, segments, win-back), the notifications' rows, quarantined payloads, refund
+    /// requests and decisions, and the inbox rows it handled. A batch holds at most one observation per subscription. Idempotent:
     /// written twice, it adds nothing the second time (events and win-back entries have their
     /// unique keys, a subscription is never overwritten by an older observation, notifications
     /// are keyed by their UUID).
@@ -49,6 +49,7 @@ extension ChurnStore {
                                                                                            detectedAt: detectedAt)
             counts.quarantined = try Self.quarantineInsert(db, quarantine, runId: runId)
             counts.recorded = try Self.notificationsInsert(db, batch.records)
+            try Self.refundNoticesWrite(db, batch.refunds, receivedAt: detectedAt)
             try Self.notificationInboxFinish(db, batch.inbox)
             return counts
         }

@@ -32,6 +32,7 @@ extension ChurnStore {
             try Self.reportBilling(db, &data)
             try Self.reportWinback(db, &data)
             try Self.reportRevenue(db, &data)
+            try Self.reportRefunds(db, &data)
             try Self.reportRuns(db, &data)
             return data
         }

@@ -92,10 +92,12 @@ public struct FeedBatch: Sendable {
     public var inboxSubscription: [Int64: String] = [:]
     /// Payloads that failed verification.
     public var quarantine: [(originalTransactionId: String?, payload: QuarantinedPayload)] = []
+    /// Refund requests and Apple's decisions on them (`churnwatch.refund_requests`).
+    public var refunds: [RefundNotice] = []
 
     public init() {}
 
-    public var isEmpty: Bool { writes.isEmpty && records.isEmpty && inbox.isEmpty && quarantine.isEmpty }
+    public var isEmpty: Bool { writes.isEmpty && records.isEmpty && inbox.isEmpty && quarantine.isEmpty && refunds.isEmpty }
 
     /// This batch without anything about `subscriptions` (their observations, notification rows
     /// and inbox rows): what is left to commit when another writer changed them meanwhile.
@@ -106,6 +108,7 @@ public struct FeedBatch: Sendable {
         b.established.removeAll { subscriptions.contains($0) }
         b.records.removeAll { $0.originalTransactionId.map(subscriptions.contains) ?? false }
         b.inbox.removeAll { b.inboxSubscription[$0.id].map(subscriptions.contains) ?? false }
+        b.refunds.removeAll { subscriptions.contains($0.originalTransactionId) }
         return b
     }
 }

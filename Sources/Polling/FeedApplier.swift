@@ -223,6 +223,7 @@ extension FeedBatch {
             inbox.append((id, outcome))
             inboxSubscription[id] = v.originalTransactionId
         }
+        if let notice = RefundNotice(v, uuid: uuid) { refunds.append(notice) }
     }
 
     mutating func quarantine(_ input: FeedInput, reason: String) {

@@ -62,6 +62,28 @@ extension RunEngine {
         return live
     }
 
+    /// What this process's pass over the open refund requests did (nil: none).
+    public var refundSummary: RefundAnswerSummary? { state.withLock { $0.refunds } }
+
+    /// Answers the open refund requests, deadlines judged by the run's moment moving on with
+    /// the clock; a stop asked for meanwhile ends the pass between requests. Its failures never
+    /// fail the run: what is not answered stays open for the next sync.
+    func answerRefunds(_ answerer: RefundAnswerer) async {
+        let clock = self.clock
+        let (asOf, started) = (options.asOf, clock.now())
+        do {
+            let summary = try await answerer.answerOpen(
+                now: { asOf.addingTimeInterval(clock.now().timeIntervalSince(started)) },
+                shouldStop: { [self] in let now = clock.now(); return update { $0.machine.feedStopReason(now: now) } })
+            update {
+                $0.refunds = summary
+                $0.machine.recordCalls([AppStoreEndpoint.consumption.rawValue: summary.answered + summary.failed + summary.retried])
+            }
+        } catch {
+            logger.warning("could not answer the refund requests (the next sync tries again)", metadata: ["error": "\(error)"])
+        }
+    }
+
     /// The feed's lock, waiting up to `RunOptions.feedLockWait` for a sync that holds it.
     private func takeFeedLock(_ locks: RunLocks) async throws -> Bool {
         let deadline = clock.now().addingTimeInterval(options.feedLockWait)

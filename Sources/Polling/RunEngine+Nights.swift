@@ -13,6 +13,7 @@ extension RunEngine {
         if let feed = options.feed {
             windows.feedEnvironments = try await syncFeed(feed, locks: locks)
             if let reason = feedSummary?.stopped { return .stopped(runId: nil, .requested("\(reason), in the change feed's sync")) }
+            if let answerer = options.refunds { await answerRefunds(answerer) }
         }
         guard let plan = try await planNights(locks: locks, windows: windows) else {
             return .anotherRunInProgress(runId: try await store.runFindUnfinished(kind: .nightly)?.id)

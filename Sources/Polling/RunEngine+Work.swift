@@ -18,6 +18,8 @@ extension RunEngine {
         var closedEarlier: [RunSummary] = []
         /// What this process's sync of the change feed did (nil: none).
         var feed: FeedSummary?
+        /// What this process's pass over the open refund requests did (nil: none).
+        var refunds: RefundAnswerSummary?
     }
 
     /// Changes the shared state; wakes the supervisor the first time a stop shows.

@@ -45,6 +45,8 @@ public struct RunOptions: Sendable {
     /// How long the nightly run waits for a sync another process holds (`notifications sync`
     /// from cron) before planning by the windows without it.
     public var feedLockWait: TimeInterval = 120
+    /// Answers the refund requests the feed recorded, right after the feed's sync (nil: off).
+    public var refunds: RefundAnswerer?
 
     public var kind: RunRecord.Kind { backfill == nil ? .nightly : .backfill }
 

@@ -23,6 +23,7 @@ struct Churnwatch: AsyncParsableCommand {
             WinbackCommand.self,
             OffersCommand.self,
             OutcomesCommand.self,
+            RefundsCommand.self,
             PruneCommand.self,
             InspectCommand.self,
             ReportCommand.self,

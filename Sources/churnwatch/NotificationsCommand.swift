@@ -19,6 +19,7 @@ struct FeedContext {
     var store: ChurnStore
     var feed: FeedSync
     var asOf: Date
+    var client: AppStoreServerAPIClient { feed.client }
 
     static func open(global: GlobalOptions, apple: AppleOptions, options: FeedOptions, asOf: Date, logger: Logger) async throws -> FeedContext {
         let url = try global.resolvedDatabaseURL()
@@ -43,13 +44,16 @@ struct NotificationsSyncCommand: AsyncParsableCommand {
             Safe beside a nightly run and repeatable: notifications are deduplicated on their notificationUUID, and a \
             sync cut short resumes from its last stored page. Another sync in progress: exits 0 saying so.
             Apple not answering (outage, rate limit past the wait budget): the cursor stays, exit 75.
-            Apple refusing the key: exit 69. See docs/contracts.md "Change feed".
+            Apple refusing the key: exit 78; a server that is not trusted: exit 69. See docs/contracts.md "Change feed".
+            Then answers the refund requests read so far (CONSUMPTION_REQUEST, within Apple's 12 hours) for customers \
+            with consent: see docs/contracts.md "Refund requests".
             """
     )
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var apple: AppleOptions
     @OptionGroup var feedOptions: FeedOptions
+    @OptionGroup var refundOptions: RefundOptions
 
     @Option(name: .customLong("as-of"), help: ArgumentHelp("Read the history up to this moment, ISO 8601 (default: now).", valueName: "time"))
     var asOf: String?
@@ -70,6 +74,7 @@ struct NotificationsSyncCommand: AsyncParsableCommand {
             let signals = SignalHandler { stop.request("signal") }
             defer { signals.cancel() }
             let context = try await FeedContext.open(global: global, apple: apple, options: feedOptions, asOf: at, logger: logger)
+            let answerer = try refundOptions.answerer(client: context.client, store: context.store, logger: logger)
             let locks = context.store.runLocksOpen(logger: logger)
             guard try await locks.take(ChurnStore.feedLockKey, name: "feed") else {
                 await locks.close()
@@ -85,6 +90,14 @@ struct NotificationsSyncCommand: AsyncParsableCommand {
                 throw error
             }
             print(FeedSummaryText.line(summary, what: "notifications sync"))
+            if let answerer, summary.stopped == nil {
+                // Deadlines are judged by the sync's moment moving on with the clock.
+                let started = ContinuousClock.now
+                let refunds = try await answerer.answerOpen(
+                    now: { at.addingTimeInterval((ContinuousClock.now - started) / .seconds(1)) },
+                    shouldStop: { stop.control.reason() })
+                if !refunds.isEmpty { print(RefundAnswerText.line(refunds)) }
+            }
             if let reason = summary.stopped {
                 throw CLIError.resumable("the notification history sync stopped: \(reason); what it read is kept (re-run to resume)")
             }

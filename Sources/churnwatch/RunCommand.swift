@@ -30,6 +30,7 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var windows: WindowOptions
     @OptionGroup var apple: AppleOptions
     @OptionGroup var feedOptions: FeedOptions
+    @OptionGroup var refundOptions: RefundOptions
 
     @OptionGroup var worker: WorkerOptions
     @OptionGroup var retention: RetentionOptions
@@ -62,7 +63,11 @@ struct RunCommand: AsyncParsableCommand {
 
             let parts = try await EngineParts.open(url: url, options: options, config: config, logger: logger)
             let (store, limiter) = (parts.store, parts.limiter)
-            if !join { options.feed = try feedOptions.feed(client: parts.client, store: store, logger: logger) }
+            if !join {
+                options.feed = try feedOptions.feed(client: parts.client, store: store, logger: logger)
+                let answerer = try refundOptions.answerer(client: parts.client, store: store, logger: logger)
+                options.refunds = options.feed == nil ? nil : answerer
+            }
             let engine = parts.engine(options: options, fullHistory: false, logger: logger)
             let signalled = Mutex(false)
             let signals = SignalHandler {
@@ -88,6 +93,7 @@ struct RunCommand: AsyncParsableCommand {
                 outcome = ended
                 progress.finish()
                 if let feed = engine.feedSummary { print(FeedSummaryText.line(feed, what: "change feed")) }
+                if let refunds = engine.refundSummary, !refunds.isEmpty { print(RefundAnswerText.line(refunds)) }
                 // Runs of earlier nights this invocation closed before tonight's.
                 for earlier in engine.closedEarlier {
                     print(RunSummaryText.lines(earlier, calls: [:]).dropLast().joined(separator: "\n"))

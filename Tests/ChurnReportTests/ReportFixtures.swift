@@ -27,6 +27,11 @@ enum ReportFixtures {
         data.winback = [.init(campaign: "save_offer", status: "pending", count: 80), .init(campaign: "save_offer", status: "done", count: 12),
                         .init(campaign: "billing_fix", status: "claimed", count: 9)]
         data.revenue = .init(rows: [.init(segment: "will_not_renew", currency: "USD", subscriptions: 118, milliunits: 1_178_820)])
+        data.refunds.requests = 12
+        (data.refunds.answeredInTime, data.refunds.notSent, data.refunds.failed, data.refunds.open) = (8, 4, 0, 0)
+        data.refunds.byBranch = [.init(branch: "decline_consumed", requests: 5, refunded: 1, declined: 3),
+                                 .init(branch: "no_consent", requests: 4, refunded: 1, declined: 0),
+                                 .init(branch: "no_preference", requests: 3, refunded: 2, declined: 0)]
         data.runs = (1...7).reversed().map { i in
             .init(id: Int64(i), kind: "nightly", status: "done", asOf: Date(timeIntervalSince1970: 1_790_820_000 + Double(i - 1) * 86_400),
                   due: 400, polled: 398, failed: 2, calls: [endpoint: 398, "history": 40], http429: 0, durationSeconds: 12.5)

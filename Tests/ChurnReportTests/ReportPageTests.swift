@@ -50,6 +50,18 @@ struct ReportPageTests {
         #expect(page.contains("No outcomes yet"))
     }
 
+    @Test("refund requests: the lead counts them and Apple's decisions, the table has a row per branch and the totals; none: a line says so")
+    func refundsPanel() {
+        let page = ReportPage.render(ReportFixtures.week())
+        #expect(page.contains("12 refund requests: 8 answered in time, 4 not sent"))
+        #expect(page.contains("Apple refunded 4 and declined 3."))
+        #expect(page.contains("<th scope=\"row\">decline_consumed</th><td class=\"num\">5</td><td class=\"num\">1</td><td class=\"num\">3</td><td class=\"num\">1</td>"))
+        #expect(page.contains("<th scope=\"row\">total</th><td class=\"num\">12</td><td class=\"num\">4</td><td class=\"num\">3</td><td class=\"num\">5</td>"))
+        var none = ReportFixtures.week()
+        none.refunds = ReportData.Refunds()
+        #expect(ReportPage.render(none).contains("No refund request in the last \(none.days) days."))
+    }
+
     @Test("an empty database, and one never migrated, give a page that says so")
     func emptyPages() {
         let empty = ReportPage.render(ReportData(asOf: ReportFixtures.asOf, days: 30))

@@ -50,10 +50,13 @@ public struct NotificationData: Codable, Hashable, Sendable {
     public var signedRenewalInfo: String?
     /// Raw `status` (1 active … 5 revoked), as in Get All Subscription Statuses.
     public var rawStatus: Int32?
+    /// Raw `consumptionRequestReason`, on a `CONSUMPTION_REQUEST`. See ``ConsumptionRequestReason``.
+    public var rawConsumptionRequestReason: String?
 
     public init(
         appAppleId: Int64? = nil, bundleId: String? = nil, bundleVersion: String? = nil, rawEnvironment: String? = nil,
-        signedTransactionInfo: String? = nil, signedRenewalInfo: String? = nil, rawStatus: Int32? = nil
+        signedTransactionInfo: String? = nil, signedRenewalInfo: String? = nil, rawStatus: Int32? = nil,
+        rawConsumptionRequestReason: String? = nil
     ) {
         self.appAppleId = appAppleId
         self.bundleId = bundleId
@@ -62,6 +65,7 @@ public struct NotificationData: Codable, Hashable, Sendable {
         self.signedTransactionInfo = signedTransactionInfo
         self.signedRenewalInfo = signedRenewalInfo
         self.rawStatus = rawStatus
+        self.rawConsumptionRequestReason = rawConsumptionRequestReason
     }
 
     public enum CodingKeys: String, CodingKey {
@@ -69,6 +73,7 @@ public struct NotificationData: Codable, Hashable, Sendable {
         case rawEnvironment = "environment"
         case signedTransactionInfo, signedRenewalInfo
         case rawStatus = "status"
+        case rawConsumptionRequestReason = "consumptionRequestReason"
     }
 
     public var environment: AppStoreEnvironment? {

@@ -14,6 +14,8 @@ public enum AppStoreEndpoint: String, Hashable, Sendable, CaseIterable, Codable 
     case verifyReceipt = "receipt"
     /// `POST /inApps/v1/notifications/history`
     case notificationHistory = "notifications"
+    /// `PUT /inApps/v2/transactions/consumption/{transactionId}` (Send Consumption Information)
+    case consumption = "consumption"
 }
 
 /// What a rate limiter budgets: one endpoint in one environment.
@@ -32,7 +34,7 @@ public struct RateLimitKey: Hashable, Sendable, CustomStringConvertible {
 /// Requests per second allowed per endpoint and environment.
 ///
 /// Apple's published limits (per app, per endpoint, enforced hourly): 50/s for statuses, history,
-/// transaction info and notification history, 10/s for refund history; sandbox gets 10 %. No limit is published for
+/// transaction info, notification history and consumption information, 10/s for refund history; sandbox gets 10 %. No limit is published for
 /// verifyReceipt; churnwatch uses the status figure.
 public struct AppStoreRateLimits: Hashable, Sendable {
     public var production: [AppStoreEndpoint: Double]
@@ -46,9 +48,9 @@ public struct AppStoreRateLimits: Hashable, Sendable {
     /// Apple's published limits.
     public static let apple = AppStoreRateLimits(
         production: [.subscriptionStatuses: 50, .transactionHistory: 50, .transactionInfo: 50, .refundHistory: 10, .verifyReceipt: 50,
-                     .notificationHistory: 50],
+                     .notificationHistory: 50, .consumption: 50],
         sandbox: [.subscriptionStatuses: 5, .transactionHistory: 5, .transactionInfo: 5, .refundHistory: 1, .verifyReceipt: 5,
-                  .notificationHistory: 5])
+                  .notificationHistory: 5, .consumption: 5])
 
     /// Requests per second for `key` (1/s when unset).
     public func perSecond(_ key: RateLimitKey) -> Double {

@@ -17,6 +17,10 @@ public struct AppStoreErrorCode: RawRepresentable, Hashable, Sendable, Codable, 
     public static let invalidNotificationSubtype = Self(4_000_018)
     public static let multipleFiltersSupplied = Self(4_000_019)
     public static let invalidStatus = Self(4_000_031)
+    /// Send Consumption Information: `customerConsented` is not true.
+    public static let invalidCustomerConsented = Self(4_000_035)
+    public static let invalidDeliveryStatus = Self(4_000_036)
+    public static let invalidSampleContentProvided = Self(4_000_041)
     public static let appTransactionIdNotSupported = Self(4_000_048)
     public static let accountNotFound = Self(4_040_001)
     public static let accountNotFoundRetryable = Self(4_040_002)
@@ -58,6 +62,9 @@ public struct AppStoreErrorCode: RawRepresentable, Hashable, Sendable, Codable, 
         case 4_000_026: "InvalidInAppOwnershipType"
         case 4_000_030: "InvalidRevoked"
         case 4_000_031: "InvalidStatus"
+        case 4_000_035: "InvalidCustomerConsented"
+        case 4_000_036: "InvalidDeliveryStatus"
+        case 4_000_041: "InvalidSampleContentProvided"
         case 4_000_048: "AppTransactionIdNotSupported"
         case 4_000_187: "TransactionIdIsNotOriginalTransactionId"
         case 4_040_001: "AccountNotFound"

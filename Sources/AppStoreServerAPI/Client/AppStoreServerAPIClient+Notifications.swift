@@ -33,7 +33,7 @@ extension AppStoreServerAPIClient {
                            query: paginationToken.map { [(name: "paginationToken", value: $0)] } ?? [])
         let response = await perform(RateLimitKey(.notificationHistory, env), authorized: true) { token in
             var headers: [(name: String, value: String)] = [
-                ("Content-Type", "application/json"), ("Accept", "application/json"), ("User-Agent", "churnwatch/1.0"),
+                ("Content-Type", "application/json"), ("Accept", "application/json"), ("User-Agent", Self.userAgent),
             ]
             if let token { headers.append(("Authorization", "Bearer \(token)")) }
             return HTTPRequest(method: "POST", url: url, headers: headers, body: body, timeout: configuration.requestTimeout)

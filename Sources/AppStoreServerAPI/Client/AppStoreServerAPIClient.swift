@@ -18,7 +18,7 @@ public final class AppStoreServerAPIClient: Sendable {
     let logger: Logger
     let retryAfterWarned = Mutex(false)
     let rateLimitWarned = Mutex<[RateLimitKey: Date]>([:])
-    private static let userAgent = "churnwatch/1.0"
+    static let userAgent = "churnwatch/1.0"
 
     /// - Parameters:
     ///   - transport: the HTTP client; by default ``NIOHTTPTransport/forConfiguration(_:)``.
@@ -268,16 +268,22 @@ public final class AppStoreServerAPIClient: Sendable {
     }
 
     /// Sends with the rate limiter, the bearer token (one fresh token after a 401) and retries
-    /// under ``RetryPolicy``.
+    /// under ``RetryPolicy``. With `deadline`, no attempt starts at or after it: waits and
+    /// retries end there (the last failure, or `.rateLimited`, is returned).
     func perform(
-        _ key: RateLimitKey, authorized: Bool, request: (String?) -> HTTPRequest, judge: (HTTPResponse) -> Verdict
+        _ key: RateLimitKey, authorized: Bool, deadline: Date? = nil, request: (String?) -> HTTPRequest,
+        judge: (HTTPResponse) -> Verdict
     ) async -> RawOutcome {
         let policy = configuration.retryPolicy
         let started = clock.now()
         var attempt = 0
         var refreshedToken = false
         var lastFailure = RetryableFailure.timeout
-        func remainingWait() -> TimeInterval { policy.maxTotalWait - clock.now().timeIntervalSince(started) }
+        func remainingWait() -> TimeInterval {
+            let budget = policy.maxTotalWait - clock.now().timeIntervalSince(started)
+            guard let deadline else { return budget }
+            return min(budget, deadline.timeIntervalSince(clock.now()))
+        }
 
         while true {
             attempt += 1
@@ -289,6 +295,7 @@ public final class AppStoreServerAPIClient: Sendable {
             } catch {
                 return .retryable(.connection("cancelled"))
             }
+            if let deadline, clock.now() >= deadline { return .retryable(lastFailure) }
 
             var token: String?
             if authorized {

@@ -1,0 +1,39 @@
+import AppStoreModels
+import Foundation
+
+/// Apple accepted consumption information (HTTP 202): it will weigh it in the refund decision.
+public struct ConsumptionAccepted: Sendable, Hashable {
+    /// The HTTP status Apple answered with (202).
+    public var status: Int
+}
+
+extension AppStoreServerAPIClient {
+    /// Send Consumption Information: `PUT /inApps/v2/transactions/consumption/{transactionId}`,
+    /// the answer to a `CONSUMPTION_REQUEST` (docs/apple-api.md, "Refund requests").
+    ///
+    /// Apple takes answers for 12 hours after the request: no attempt starts at or after
+    /// `deadline`, so a retry (429, 5xx, a timeout) never lands late. Apple's 400s come back
+    /// typed: ``AppStoreErrorCode/invalidCustomerConsented`` (4000035) and the other 4000xxx.
+    public func sendConsumptionInformation(
+        transactionId: String, _ body: ConsumptionRequest, environment: AppStoreEnvironment? = nil, deadline: Date
+    ) async -> AppStoreOutcome<ConsumptionAccepted> {
+        let env = environment ?? configuration.environment
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let payload: Data
+        do { payload = try encoder.encode(body) } catch {
+            return .malformedResponse("cannot encode the consumption information")
+        }
+        let url = Self.url(configuration.baseURL(for: env), path: "/inApps/v2/transactions/consumption/\(Self.escape(transactionId))",
+                           query: [])
+        let response = await perform(RateLimitKey(.consumption, env), authorized: true, deadline: deadline) { token in
+            var headers: [(name: String, value: String)] = [
+                ("Content-Type", "application/json"), ("Accept", "application/json"), ("User-Agent", Self.userAgent),
+            ]
+            if let token { headers.append(("Authorization", "Bearer \(token)")) }
+            return HTTPRequest(method: "PUT", url: url, headers: headers, body: payload, timeout: configuration.requestTimeout)
+        } judge: { Self.judgeServerAPI($0) }
+        guard case .success(let http) = response else { return response.failure() }
+        return .success(ConsumptionAccepted(status: http.status))
+    }
+}

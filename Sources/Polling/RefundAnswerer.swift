@@ -1,0 +1,121 @@
+import AppStoreModels
+import AppStoreServerAPI
+import ChurnModel
+import ChurnStore
+import Foundation
+import Logging
+
+/// What one pass over the open refund requests did.
+public struct RefundAnswerSummary: Sendable, Equatable {
+    /// Apple accepted the answer (202).
+    public var answered = 0
+    /// The policy sent nothing: no consent.
+    public var noConsent = 0
+    /// The deadline passed before an answer went out.
+    public var expired = 0
+    /// Apple refused the answer for good (a 4xx).
+    public var failed = 0
+    /// Left pending after a temporary failure (429, 5xx, a timeout, a stop): the next sync tries again.
+    public var retried = 0
+    /// Why the pass stopped before the last open request (a refused key, an untrusted server, a
+    /// stop); nil when it went through them all.
+    public var stopped: String?
+
+    public init() {}
+
+    public var isEmpty: Bool { answered + noConsent + expired + failed + retried == 0 }
+}
+
+/// Answers Apple's refund requests (`CONSUMPTION_REQUEST`) that the change feed recorded, by
+/// ``RefundAnswerPolicy``: each open request is claimed (a lease, so syncs beside each other
+/// never send the same one at once), decided, sent before its deadline and recorded. A sync
+/// killed mid-answer leaves its request claimed until the lease runs out; the next sync sends
+/// it again (the same body: Apple keeps the last answer per transaction).
+public struct RefundAnswerer: Sendable {
+    public let client: AppStoreServerAPIClient
+    public let store: ChurnStore
+    public var policy: RefundAnswerPolicy
+    /// Requests claimed at once.
+    public var batchSize = 20
+    /// How long a claimed request is this process's before another sync may take it over.
+    public var lease: TimeInterval = 300
+    let logger: Logger
+
+    public init(client: AppStoreServerAPIClient, store: ChurnStore, policy: RefundAnswerPolicy, logger: Logger) {
+        self.client = client
+        self.store = store
+        self.policy = policy
+        self.logger = logger
+    }
+
+    /// Answers every open request, soonest deadline first. `now` is the time deadlines are
+    /// judged by (the run's moment, moving on); `shouldStop` is asked between requests.
+    public func answerOpen(now: @Sendable () -> Date, shouldStop: @Sendable () -> String? = { nil }) async throws -> RefundAnswerSummary {
+        var summary = RefundAnswerSummary()
+        while summary.stopped == nil {
+            let (expired, claimed) = try await store.refundRequestsClaim(now: now(), limit: batchSize, lease: lease)
+            summary.expired += expired
+            guard !claimed.isEmpty else { break }
+            for request in claimed {
+                if summary.stopped == nil, let reason = shouldStop() { summary.stopped = reason }
+                if let reason = summary.stopped {
+                    try await store.refundRequestRecord(request.notificationUUID, attempt: request.attempts,
+                                                        .retry(body: nil, branch: nil, error: "not sent: \(reason)"))
+                    summary.retried += 1
+                    continue
+                }
+                let (result, stop) = await answer(request, now: now)
+                try await store.refundRequestRecord(request.notificationUUID, attempt: request.attempts, result)
+                count(result, into: &summary)
+                summary.stopped = stop
+            }
+        }
+        if !summary.isEmpty {
+            logger.info("answered refund requests", metadata: [
+                "answered": "\(summary.answered)", "no_consent": "\(summary.noConsent)", "expired": "\(summary.expired)",
+                "failed": "\(summary.failed)", "retried": "\(summary.retried)",
+            ])
+        }
+        return summary
+    }
+
+    /// One request: the policy's answer, sent when there is one. The second value says why the
+    /// pass must stop (Apple refused the key, the server is not trusted, the budget is spent).
+    func answer(_ request: ClaimedRefundRequest, now: () -> Date) async -> (RefundAttemptResult, String?) {
+        let sentAt = now()
+        let decided = policy.answer(request.facts, consent: request.consent, now: sentAt)
+        guard let body = decided.body else { return (.notSent(decided.branch), nil) }
+        let stored = try? StoredJSON(encoding: body)
+        let outcome = await client.sendConsumptionInformation(
+            transactionId: request.transactionId, body, environment: request.environment, deadline: request.facts.deadline)
+        switch outcome {
+        case .success(let accepted):
+            return (.answered(body: stored ?? .emptyObject, branch: decided.branch, sentAt: sentAt, status: accepted.status), nil)
+        case .badRequest(let code):
+            return (.failed(body: stored, branch: decided.branch, status: 400, error: "Apple refused the answer: \(code?.description ?? "400")"), nil)
+        case .notFound(let code):
+            return (.failed(body: stored, branch: decided.branch, status: 404, error: "Apple does not know the transaction: \(code?.description ?? "404")"), nil)
+        case .malformedResponse(let text), .verificationFailed(_, let text):
+            return (.failed(body: stored, branch: decided.branch, status: nil, error: text), nil)
+        case .retryable(let failure):
+            return (.retry(body: stored, branch: decided.branch, error: "\(failure)"), nil)
+        case .rateLimited(let until):
+            let text = "rate limited until \(until.ISO8601Format())"
+            return (.retry(body: stored, branch: decided.branch, error: text), text)
+        case .unauthorized:
+            return (.retry(body: stored, branch: decided.branch, error: "Apple refused the API key"), "Apple refused the API key")
+        case .untrustedServer(let detail):
+            return (.retry(body: stored, branch: decided.branch, error: detail), "the server is not trusted: \(detail)")
+        }
+    }
+
+    private func count(_ result: RefundAttemptResult, into summary: inout RefundAnswerSummary) {
+        switch result {
+        case .answered: summary.answered += 1
+        case .notSent(.expired): summary.expired += 1
+        case .notSent: summary.noConsent += 1
+        case .retry: summary.retried += 1
+        case .failed: summary.failed += 1
+        }
+    }
+}
