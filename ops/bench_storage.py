@@ -6,7 +6,9 @@ beside one simulator; every night at 02:00 the clock is set and `churnwatch run 
 against each (the change feed on): the first with the end-of-run prune, the second with
 CHURNWATCH_PRUNE=off. At nights 30, 90, 180 and 365 (and the last) it prints the bytes per
 subscriber of each table (pg_total_relation_size: heap, TOAST and indexes) in both, and at the
-end the prune's figures and the run's time at the last nights against nights 26-30.
+end the prune's figures and the run's time at the last nights against nights 26-30. At night 30
+and the last night it also times the same work in both databases (a backfill of the same 1,000
+subscriptions, the median of 3): what a night polls changes over a year, that work does not.
 """
 import os
 import re
@@ -48,6 +50,25 @@ def run(bin_dir, url, t, prune):
     return took, m, int(due.group(1)) if due else 0
 
 
+def probe(bin_dir, url, t, ids_file):
+    """The same work at any night: a backfill of the same subscriptions (PROBE_SIZE, the first ids
+    of the import), timed. What a night's run polls changes over a year (the stale safety net's
+    waves, an older population); this does not, so its time is what the tables' size costs."""
+    env = dict(os.environ, DATABASE_URL=url)
+    start = time.monotonic()
+    r = subprocess.run([os.path.join(bin_dir, "churnwatch"), "backfill", "--ids", ids_file, "--as-of", iso(t), "--status-rate",
+                        "1000000", "--history-rate", "1000000", "--concurrency", "32", "--log-level", "warning"],
+                       env=env, capture_output=True, text=True)
+    took = time.monotonic() - start
+    if r.returncode != 0:
+        sys.exit(f"bench_storage: the probe backfill at {iso(t)} exited {r.returncode}: {r.stderr.strip()[-400:]}")
+    return took
+
+
+PROBE_SIZE = 1000
+PROBE_REPEATS = 3
+
+
 def show(label, night, subs, table_sizes):
     total = sum(table_sizes.values())
     forever = sum(v for k, v in table_sizes.items() if k in KEPT_FOREVER)
@@ -76,7 +97,12 @@ def unused_indexes(bin_dir, url, t):
 
 def experiment(bin_dir, sim, night0, nights, url_prune, url_keep, subs):
     times, lock_max, pruned, prune_statements = {}, 0.0, {}, 0
-    kept_times, dues = {}, {}
+    kept_times, dues, probes = {}, {}, {}
+    ids = subprocess.run(["psql", url_prune, "-XqAt", "-c", f"SELECT original_transaction_id FROM churnwatch.subscriptions "
+                          f"ORDER BY original_transaction_id LIMIT {PROBE_SIZE}"], capture_output=True, text=True, check=True).stdout
+    ids_file = tempfile.NamedTemporaryFile("w", suffix=".ids", delete=False)
+    ids_file.write(ids)
+    ids_file.close()
     for n in range(nights):
         t = night0 + dt.timedelta(days=n)
         req = urllib.request.Request(f"{sim}/_sim/clock?set={iso(t)}", method="POST")
@@ -90,9 +116,16 @@ def experiment(bin_dir, sim, night0, nights, url_prune, url_keep, subs):
                 pruned[table] = pruned.get(table, 0) + int(rows)
         kept_times[n + 1] = run(bin_dir, url_keep, t, prune=False)[0]
         night = n + 1
+        if night == 30 or night == nights:
+            # Later the same night, both databases: the median of a few backfills of the same ids.
+            late = t + dt.timedelta(hours=1)
+            probes[night] = {label: statistics.median(probe(bin_dir, url, late + dt.timedelta(minutes=k), ids_file.name)
+                                                      for k in range(PROBE_REPEATS))
+                             for label, url in (("", url_prune), ("_no_prune", url_keep))}
         if night in CHECKPOINTS or night == nights:
             show("", night, subs, sizes(url_prune))
             show("_no_prune", night, subs, sizes(url_keep))
+    os.unlink(ids_file.name)
     unused_indexes(bin_dir, url_prune, night0 + dt.timedelta(days=nights - 1))
     late_nights, early_nights = range(max(1, nights - 4), nights + 1), [n for n in range(26, 31) if n in times]
     late, early = [times[n] for n in late_nights], [times[n] for n in early_nights]
@@ -114,6 +147,12 @@ def experiment(bin_dir, sim, night0, nights, url_prune, url_keep, subs):
         print(f"run_ms_per_due_30={per_due(early_nights):.2f}")
         print(f"run_ms_per_due_{nights}={per_due(late_nights):.2f}")
         print(f"run_ms_per_due_{nights}_over_30={per_due(late_nights) / per_due(early_nights):.3f}")
+    if 30 in probes and nights in probes and nights != 30:
+        # The same work at night 30 and at the last night: what the tables' size costs a run.
+        for label in ("", "_no_prune"):
+            print(f"probe_{PROBE_SIZE}_s_30{label}={probes[30][label]:.3f}")
+            print(f"probe_{PROBE_SIZE}_s_{nights}{label}={probes[nights][label]:.3f}")
+            print(f"probe_time_{nights}_over_30{label}={probes[nights][label] / probes[30][label]:.3f}")
 
 
 if __name__ == "__main__":

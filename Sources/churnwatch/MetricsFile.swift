@@ -28,6 +28,8 @@ struct RunMetrics: Sendable, Equatable {
     var feedSync: FeedSummary?
     /// The moment the feed's cursor age is measured at (the run's as-of).
     var asOf = Date(timeIntervalSince1970: 0)
+    /// Refund requests Apple signed in the 24 hours before `asOf` (nil: the feed is off).
+    var refunds: RefundSummary?
 
     /// Endpoints always published, zero or not, so rates and alerts see a series from the start.
     static let endpoints = ["status", "history", "receipt"]
@@ -89,7 +91,19 @@ struct RunMetrics: Sendable, Equatable {
             }
         }
         if let feed { feedSamples(feed, into: &out) }
+        if let refunds { refundSamples(refunds, into: &out) }
         return out.text
+    }
+
+    /// Alert on `outcome="expired"` or `"failed"` above 0: a consented customer may have gone unanswered.
+    private func refundSamples(_ r: RefundSummary, into out: inout Exposition) {
+        out.family("churnwatch_refund_requests_24h", .gauge,
+                   "Apple's refund requests signed in the 24 hours before the run's as-of, by what became of them.")
+        let expired = r.byBranch.first { $0.branch == RefundBranch.expired.rawValue }?.requests ?? 0
+        for (outcome, n) in [("answered", r.answeredInTime), ("not_sent", r.notSent - expired), ("expired", expired), ("failed", r.failed),
+                             ("open", r.open)] {
+            out.sample("churnwatch_refund_requests_24h", [("outcome", outcome)], Double(n))
+        }
     }
 
     private func feedSamples(_ feed: FeedStatus, into out: inout Exposition) {
@@ -255,6 +269,7 @@ extension MetricsFile {
             metrics.feed = try? await store.feedStatus(environment: feed.environment, asOf: feed.asOf)
             metrics.feedSync = feed.sync
             metrics.asOf = feed.asOf
+            metrics.refunds = try? await store.refundSummary(since: feed.asOf.addingTimeInterval(-86_400), until: feed.asOf)
         }
         do {
             try write(metrics.exposition)
