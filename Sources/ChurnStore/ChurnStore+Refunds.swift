@@ -7,7 +7,7 @@ extension ChurnStore {
     /// The refund requests and decisions of a feed commit, in its transaction. A request read
     /// twice is kept once (its notification UUID); one read after its deadline is recorded as
     /// not sent (`expired`) at once. A decision marks the requests about its transaction made
-    /// before it (the latest decision wins).
+    /// before it that has none yet.
     static func refundNoticesWrite(_ db: PostgresConnection, _ notices: [RefundNotice], receivedAt: Date) throws {
         var requests: [RefundRequestNotice] = []
         var decisions: [(transactionId: String, decision: RefundDecision, at: Date)] = []
@@ -33,10 +33,16 @@ extension ChurnStore {
                 ON CONFLICT (notification_uuid) DO NOTHING
                 """)
         }
+        // One decision answers one request: the latest about its transaction, made before it, not
+        // decided yet (a customer may ask again after a refusal; Apple's second answer is the
+        // second request's).
         for d in decisions {
             try db.execute("""
                 UPDATE churnwatch.refund_requests SET decision = \(d.decision.rawValue), decided_at = \(d.at)
-                WHERE transaction_id = \(d.transactionId) AND requested_at <= \(d.at) AND (decided_at IS NULL OR decided_at <= \(d.at))
+                WHERE notification_uuid = (
+                    SELECT notification_uuid FROM churnwatch.refund_requests
+                    WHERE transaction_id = \(d.transactionId) AND requested_at <= \(d.at) AND decision IS NULL
+                    ORDER BY requested_at DESC, notification_uuid DESC LIMIT 1)
                 """)
         }
     }

@@ -87,7 +87,8 @@ public struct RefundAnswerer: Sendable {
         guard let body = decided.body else { return (.notSent(decided.branch), nil) }
         let stored = try? StoredJSON(encoding: body)
         let outcome = await client.sendConsumptionInformation(
-            transactionId: request.transactionId, body, environment: request.environment, deadline: request.facts.deadline)
+            transactionId: request.transactionId, body, environment: request.environment,
+            timeLeft: request.facts.deadline.timeIntervalSince(sentAt))
         switch outcome {
         case .success(let accepted):
             return (.answered(body: stored ?? .emptyObject, branch: decided.branch, sentAt: sentAt, status: accepted.status), nil)

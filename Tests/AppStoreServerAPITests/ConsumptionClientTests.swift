@@ -17,7 +17,7 @@ struct ConsumptionClientTests {
     func putAndAccepted() async throws {
         let transport = ScriptedTransport(clock: clock) { _, _ in HTTPResponse(status: 202, headers: [:], body: Data()) }
         let client = TestConfiguration.client(pki: pki, transport: transport, clock: clock)
-        let outcome = await client.sendConsumptionInformation(transactionId: "2000000000000042", body, deadline: clock.now() + 3600)
+        let outcome = await client.sendConsumptionInformation(transactionId: "2000000000000042", body, timeLeft: 3600)
         #expect(outcome.value == ConsumptionAccepted(status: 202))
         let request = try #require(transport.requests.first)
         #expect(request.method == "PUT")
@@ -34,10 +34,10 @@ struct ConsumptionClientTests {
             request.url.path.hasSuffix("/404") ? ScriptedTransport.error(404, 4_040_010) : ScriptedTransport.error(400, 4_000_035)
         }
         let client = TestConfiguration.client(pki: pki, transport: transport, clock: clock)
-        let refused = await client.sendConsumptionInformation(transactionId: "1", body, deadline: clock.now() + 3600)
+        let refused = await client.sendConsumptionInformation(transactionId: "1", body, timeLeft: 3600)
         guard case .badRequest(let code) = refused else { Issue.record("\(refused)"); return }
         #expect(code == .invalidCustomerConsented && code?.name == "InvalidCustomerConsented")
-        let unknown = await client.sendConsumptionInformation(transactionId: "404", body, deadline: clock.now() + 3600)
+        let unknown = await client.sendConsumptionInformation(transactionId: "404", body, timeLeft: 3600)
         #expect(unknown.isTransactionUnknownInEnvironment)
         #expect(transport.requests.count == 2)
     }
@@ -48,20 +48,20 @@ struct ConsumptionClientTests {
             index == 0 ? ScriptedTransport.error(503, 5_000_001) : HTTPResponse(status: 202, headers: [:], body: Data())
         }
         let client = TestConfiguration.client(pki: pki, transport: transport, clock: clock)
-        let ok = await client.sendConsumptionInformation(transactionId: "1", body, deadline: clock.now() + 3600)
+        let ok = await client.sendConsumptionInformation(transactionId: "1", body, timeLeft: 3600)
         #expect(ok.value != nil && transport.requests.count == 2)
 
         let failing = ScriptedTransport(clock: clock) { _, _ in ScriptedTransport.error(503, 5_000_001) }
         let late = TestConfiguration.client(pki: pki, transport: failing, clock: clock)
         let deadline = clock.now() + 0.2
-        let outcome = await late.sendConsumptionInformation(transactionId: "1", body, deadline: deadline)
+        let outcome = await late.sendConsumptionInformation(transactionId: "1", body, timeLeft: 0.2)
         guard case .retryable = outcome else { Issue.record("\(outcome)"); return }
         #expect(failing.requests.count >= 1)
         #expect(failing.sendTimes.allSatisfy { $0 < deadline })
         // Past its deadline nothing is sent at all.
         let none = ScriptedTransport(clock: clock) { _, _ in HTTPResponse(status: 202, headers: [:], body: Data()) }
         let after = await TestConfiguration.client(pki: pki, transport: none, clock: clock)
-            .sendConsumptionInformation(transactionId: "1", body, deadline: clock.now() - 1)
+            .sendConsumptionInformation(transactionId: "1", body, timeLeft: -1)
         #expect(after.value == nil && none.requests.isEmpty)
     }
 }

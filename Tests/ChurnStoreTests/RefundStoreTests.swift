@@ -31,7 +31,7 @@ struct RefundStoreTests {
         return (try row.decode(String.self, "state"), try row.decode(String?.self, "policy_branch"), try row.decode(String?.self, "decision"))
     }
 
-    @Test("a request read twice is kept once; one read after its deadline is not sent (expired) at once; a decision marks it")
+    @Test("a request read twice is kept once; one read after its deadline is not sent (expired) at once; a decision marks the latest undecided request before it")
     func recordAndDecide() async throws {
         try await FreshDatabase.with { fresh in
             let db = try WinbackQueueTests.migrated(fresh)
@@ -47,6 +47,17 @@ struct RefundStoreTests {
             try await Self.commit(store, [.decision(transactionId: "tx1", originalTransactionId: "1", decision: .declined, at: Self.t0 + 20 * Self.hour)],
                                   at: Self.t0 + 20 * Self.hour)
             #expect(try Self.state(db, "1").2 == "declined")
+            // The customer asks again about the same transaction; Apple's second decision is the
+            // second request's, and the first keeps its own.
+            var again = Self.notice(3, "1", at: Self.t0 + 3 * 86_400)
+            again.transactionId = "tx1"
+            try await Self.commit(store, [.request(again)], at: again.requestedAt)
+            try await Self.commit(store, [.decision(transactionId: "tx1", originalTransactionId: "1", decision: .refunded, at: again.requestedAt + 86_400)],
+                                  at: again.requestedAt + 86_400)
+            let decisions = try db.query("""
+                SELECT decision FROM churnwatch.refund_requests WHERE transaction_id = 'tx1' ORDER BY requested_at
+                """).map { try $0.decode(String?.self, at: 0) }
+            #expect(decisions == ["declined", "refunded"])
         }
     }
 

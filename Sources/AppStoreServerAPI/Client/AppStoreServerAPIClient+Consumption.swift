@@ -11,12 +11,15 @@ extension AppStoreServerAPIClient {
     /// Send Consumption Information: `PUT /inApps/v2/transactions/consumption/{transactionId}`,
     /// the answer to a `CONSUMPTION_REQUEST` (docs/apple-api.md, "Refund requests").
     ///
-    /// Apple takes answers for 12 hours after the request: no attempt starts at or after
-    /// `deadline`, so a retry (429, 5xx, a timeout) never lands late. Apple's 400s come back
-    /// typed: ``AppStoreErrorCode/invalidCustomerConsented`` (4000035) and the other 4000xxx.
+    /// Apple takes answers for 12 hours after the request: no attempt starts once `timeLeft`
+    /// has passed (from now, by this client's clock), so a retry (429, 5xx, a timeout) never
+    /// lands late. A duration, not a date: the caller's clock may be a run's `--as-of` moment,
+    /// not this client's. Apple's 400s come back typed:
+    /// ``AppStoreErrorCode/invalidCustomerConsented`` (4000035) and the other 4000xxx.
     public func sendConsumptionInformation(
-        transactionId: String, _ body: ConsumptionRequest, environment: AppStoreEnvironment? = nil, deadline: Date
+        transactionId: String, _ body: ConsumptionRequest, environment: AppStoreEnvironment? = nil, timeLeft: TimeInterval
     ) async -> AppStoreOutcome<ConsumptionAccepted> {
+        let deadline = clock.now().addingTimeInterval(timeLeft)
         let env = environment ?? configuration.environment
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
