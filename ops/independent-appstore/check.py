@@ -53,8 +53,9 @@ import server as srv  # noqa: E402
 
 DAY = srv.DAY_MS
 HOUR = 3_600_000
-# Night 0 is 2026-12-01T02:00:00Z; night k is k days later. The server's clock runs 7 minutes
-# ahead of --as-of, as in a real run where Apple answers a little after the run's as-of moment.
+# Night 0 is 2026-12-01T02:00:00Z (--first-night moves it); night k is k days later. The
+# server's clock runs 7 minutes ahead of --as-of, as in a real run where Apple answers a little
+# after the run's as-of moment.
 SERVER_LEAD = 7 * 60_000
 T0 = int(dt.datetime(2026, 12, 1, 2, 0, tzinfo=dt.timezone.utc).timestamp() * 1000)
 BUNDLE_ID = "com.Indie-Labs.churn-Conformance"
@@ -569,8 +570,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--verbose", action="store_true", help="print churnwatch's summary of each night")
     ap.add_argument("--default-windows", action="store_true",
                     help="run with churnwatch's default windows only (changes outside them are, by design, seen later)")
+    ap.add_argument("--first-night", help="night 0's moment, ISO 8601 (default 2026-12-01T02:00:00Z): every "
+                    "simulated moment moves with it; churnwatch's answers must not depend on the machine's clock")
     args = ap.parse_args(argv)
-    global RUN_WINDOWS
+    global RUN_WINDOWS, T0
+    if args.first_night:
+        T0 = int(dt.datetime.fromisoformat(args.first_night.replace("Z", "+00:00")).timestamp() * 1000)
     if args.default_windows:
         RUN_WINDOWS = []
     if args.nights < 6:
