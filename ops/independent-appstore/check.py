@@ -21,7 +21,14 @@ CSV output) with the server's ground truth and the docs/contracts.md contracts:
     counted whoever wrote them; two more nights with windows that select nothing by date keep
     every notified subscriber in its true segment and poll the unnotified one once its period
     has ended (period_end_unnotified); churnwatch.notifications holds every notification the
-    server issued once, none quarantined but the forgeries.
+    server issued once, none quarantined but the forgeries;
+  * refund requests (CONSUMPTION_REQUEST, then REFUND or REFUND_DECLINED): the check writes the
+    app's churnwatch.refund_consent rows and runs `churnwatch notifications sync --as-of T` every
+    10 minutes around the requests as cron would (one day with no sync for more than 12 hours),
+    with CHURNWATCH_REFUND_DECLINE_AFTER=0.5; every request whose customer consented is answered
+    exactly once (202 in the server's record) before its deadline with the body of the contract's
+    policy, nothing is sent for the others; churnwatch.refund_requests (state, policy branch,
+    body, Apple's decision) and `churnwatch refunds --json` agree with the server's truth.
 
 Prints one line per mismatch and closes with "N passed, N failed"; exits 1 on any mismatch.
 Exit 2: could not run at all (server, psql or churnwatch unusable).
@@ -46,8 +53,9 @@ import server as srv  # noqa: E402
 
 DAY = srv.DAY_MS
 HOUR = 3_600_000
-# Night 0 is 2026-12-01T02:00:00Z; night k is k days later. The server's clock runs 7 minutes
-# ahead of --as-of, as in a real run where Apple answers a little after the run's as-of moment.
+# Night 0 is 2026-12-01T02:00:00Z (--first-night moves it); night k is k days later. The
+# server's clock runs 7 minutes ahead of --as-of, as in a real run where Apple answers a little
+# after the run's as-of moment.
 SERVER_LEAD = 7 * 60_000
 T0 = int(dt.datetime(2026, 12, 1, 2, 0, tzinfo=dt.timezone.utc).timestamp() * 1000)
 BUNDLE_ID = "com.Indie-Labs.churn-Conformance"
@@ -66,6 +74,10 @@ FEED_ONLY_NIGHTS = 2
 ZERO_WINDOWS = ["--start-window", "0s", "--end-window", "0s", "--lapsed-window", "0s"]
 WINBACK_HORIZON = 60 * DAY   # docs/contracts.md: win-back / resubscribe prompts for 60 days after expiry
 RETRY_LIMIT = 60 * DAY       # Apple retries at most 60 days
+REFUND_DECLINE_AFTER = 0.5   # CHURNWATCH_REFUND_DECLINE_AFTER: DECLINE a delivered purchase from half its period on
+# Send Consumption Information answers that are the injected transient faults (or the rate
+# limit), not a refusal: churnwatch tries again.
+TRANSIENT_CODES = {5000001, 4290000}
 
 CAMPAIGN = {
     "will_not_renew": "save_offer", "price_increase_pending": "save_offer",
@@ -99,6 +111,12 @@ class Script:
         self.names: dict[str, str] = {}  # otid -> scenario name
         self.forged: dict[int, set[str]] = {}  # night -> subscriptions whose answer is forged that night
         self.replayed: dict[int, dict[str, int]] = {}  # night -> {subscription: night whose answer is replayed}
+        # Refund requests: what the app writes in churnwatch.refund_consent and when (None: right
+        # after the import), the moments cron runs `churnwatch notifications sync` between the
+        # nights, and the transient faults some of those syncs meet on Send Consumption Information.
+        self.consents: list[dict] = []
+        self.cron: list[int] = []
+        self.cron_faults: dict[int, dict] = {}
 
     def sub(self, name: str, product: str, expires_in_days: float, *, periods_before: int = 0,
             environment: str = "Production", import_env: str | None = None, ownership: str = "PURCHASED",
@@ -130,6 +148,20 @@ class Script:
 
     def at(self, k: int, otid: str, action: str, hours: float = 6, **kw):
         self.actions.append((before_night(k, hours), otid, action, kw))
+
+    def at_ms(self, at_ms: int, otid: str, action: str, **kw):
+        self.actions.append((at_ms, otid, action, kw))
+
+    def consent(self, otid: str, key: str, consented: bool, delivery: str | None = None, sample: bool | None = None,
+                at_ms: int | None = None):
+        """A refund_consent row the app writes for the customer of `otid`, by its app account
+        token (key "token") or its original transaction id (key "otid")."""
+        self.consents.append({"otid": otid, "key": key, "consented": consented, "delivery": delivery, "sample": sample,
+                              "at": at_ms})
+
+    def every_10_minutes(self, first_ms: int, last_ms: int):
+        """cron's `notifications sync` every 10 minutes from first_ms to last_ms."""
+        self.cron += list(range(first_ms, last_ms + 1, 10 * 60_000))
 
 
 def build_world(feed_night: int = 8) -> tuple[srv.World, Script]:
@@ -371,12 +403,88 @@ def build_world(feed_night: int = 8) -> tuple[srv.World, Script]:
     sb = sc.sub("unnotified-off-expired-before-first-sync", M, -2, periods_before=1, winback_ids=wb)
     sc.at(0, sb, "notifications_lost", hours=24 * 20)
     sc.at(0, sb, "auto_renew_off", hours=24 * 10)
+    # -- refund requests (CONSUMPTION_REQUEST), answered by the syncs cron runs every 10 minutes
+    #    around them (and the nightly run's own sync); a decision (REFUND / REFUND_DECLINED) later
+    build_refund_requests(sc, M, Y)
     # -- an id neither environment knows
     sc.rows.append({"original_transaction_id": "420000999999999", "app_account_token": "", "customer_ref": "ghost",
                     "environment": "Production"})
     sc.names["420000999999999"] = "unknown-to-apple"
     sc.actions.sort(key=lambda a: a[0])
     return sc.world, sc
+
+
+def clock(k: int, hhmm: str) -> int:
+    """hh:mm UTC on the day night k starts (night k runs at 02:00 of that day)."""
+    h, m = map(int, hhmm.split(":"))
+    return night_ms(k) - 2 * HOUR + h * HOUR + m * 60_000
+
+
+def build_refund_requests(sc: Script, M: str, Y: str):
+    """Refund requests over four days, each on a subscriber of its own whose period is chosen so
+    that the share of it elapsed at the request is as named (the policy declines at 0.5 and
+    more when delivered: CHURNWATCH_REFUND_DECLINE_AFTER=0.5)."""
+    def asking(name: str, product: str, at_ms: int, share: float, **kw) -> str:
+        period = srv.PRODUCTS[product][1]
+        expires_in_days = (at_ms + (1 - share) * period - T0) / DAY
+        return sc.sub(name, product, expires_in_days, periods_before=kw.pop("periods_before", 1), **kw)
+
+    # Dec 2, between nights 1 and 2: cron syncs 08:50-10:00 and 11:10-12:00.
+    r1 = asking("refund-req-token-n1", M, clock(1, "09:03"), 0.2)
+    sc.consent(r1, "token", True)  # delivery and sample left to churnwatch: DELIVERED, no trial on record
+    sc.at_ms(clock(1, "09:03"), r1, "refund_request", reason="UNINTENDED_PURCHASE")
+    sc.at_ms(clock(1, "15:00"), r1, "refund_decision", decision="REFUND")
+    r2 = asking("refund-req-otid-declined-n1-again-n4", M, clock(1, "09:07"), 0.74)
+    sc.consent(r2, "otid", True, sample=True)
+    sc.at_ms(clock(1, "09:07"), r2, "refund_request", reason="UNSATISFIED_WITH_PURCHASE")
+    sc.at_ms(clock(1, "21:30"), r2, "refund_decision", decision="REFUND_DECLINED")
+    # the same customer asks again about the same transaction three days later; refunded this time
+    sc.at_ms(clock(4, "10:00"), r2, "refund_request", reason="OTHER")
+    sc.at_ms(clock(4, "16:00"), r2, "refund_decision", decision="REFUND")
+    r3 = asking("refund-req-consent-refused-n1", Y, clock(1, "11:20"), 0.1)
+    sc.consent(r3, "token", False)
+    sc.at_ms(clock(1, "11:20"), r3, "refund_request", reason="LEGAL")
+    sc.at_ms(clock(1, "18:00"), r3, "refund_decision", decision="REFUND")
+    sc.every_10_minutes(clock(1, "08:50"), clock(1, "10:00"))
+    sc.every_10_minutes(clock(1, "11:10"), clock(1, "12:00"))
+    # Dec 3, between nights 2 and 3: cron syncs 14:30-15:40; the first answer meets a 5000001
+    # and a 429 (Retry-After in epoch ms).
+    r4 = asking("refund-req-no-consent-row-n2", M, clock(2, "14:44"), 0.5)
+    sc.at_ms(clock(2, "14:44"), r4, "refund_request", reason="FULFILLMENT_ISSUE")
+    sc.at_ms(clock(2, "20:00"), r4, "refund_decision", decision="REFUND_DECLINED")
+    r5 = asking("refund-req-server-outage-n2", M, clock(2, "14:48"), 0.92)
+    sc.consent(r5, "token", True, delivery="UNDELIVERED_SERVER_OUTAGE", sample=False)
+    sc.at_ms(clock(2, "14:48"), r5, "refund_request", reason="FULFILLMENT_ISSUE")
+    sc.at_ms(clock(2, "19:00"), r5, "refund_decision", decision="REFUND")
+    r6 = asking("refund-req-otid-row-wins-n2", M, clock(2, "14:52"), 0.52)
+    sc.consent(r6, "token", False)
+    sc.consent(r6, "otid", True, sample=False)
+    sc.at_ms(clock(2, "14:52"), r6, "refund_request", reason="UNSATISFIED_WITH_PURCHASE")
+    sc.at_ms(clock(3, "01:00"), r6, "refund_decision", decision="REFUND_DECLINED")
+    r7 = asking("refund-req-share-0.48-undecided-n2", M, clock(2, "14:56"), 0.48, periods_before=0)
+    sc.consent(r7, "token", True, delivery="DELIVERED", sample=False)
+    sc.at_ms(clock(2, "14:56"), r7, "refund_request", reason="OTHER")
+    sc.every_10_minutes(clock(2, "14:30"), clock(2, "15:40"))
+    sc.cron_faults[clock(2, "14:50")] = {"faults": {"consumption": [5000001]}, "force_429": {"consumption"}}
+    # Dec 4, between nights 3 and 4: no sync from night 3 (02:00) to night 4 (02:00 the next
+    # day): a request at 03:00 has passed its deadline (15:00) when churnwatch reads it.
+    r8 = asking("refund-req-no-sync-for-12h-n3", M, clock(3, "03:00"), 0.3)
+    sc.consent(r8, "token", True)
+    sc.at_ms(clock(3, "03:00"), r8, "refund_request", reason="UNINTENDED_PURCHASE")
+    sc.at_ms(clock(3, "22:00"), r8, "refund_decision", decision="REFUND_DECLINED")
+    # Dec 5, between nights 4 and 5: cron syncs 09:50-11:00; a Sandbox customer (answered on the
+    # Sandbox server), and a consent the app turns from refused to given (its upsert) before asking.
+    r9 = asking("refund-req-sandbox-n4", M, clock(4, "10:05"), 0.6, environment="Sandbox")
+    sc.consent(r9, "token", True)
+    sc.at_ms(clock(4, "10:05"), r9, "refund_request", reason="UNINTENDED_PURCHASE")
+    sc.at_ms(clock(4, "18:00"), r9, "refund_decision", decision="REFUND")
+    r10 = asking("refund-req-consent-given-late-n4", Y, clock(4, "10:10"), 0.3)
+    sc.consent(r10, "token", False)
+    sc.consent(r10, "token", True, at_ms=clock(4, "09:00"))
+    sc.at_ms(clock(4, "10:10"), r10, "refund_request", reason="LEGAL")
+    sc.at_ms(clock(4, "23:00"), r10, "refund_decision", decision="REFUND_DECLINED")
+    sc.every_10_minutes(clock(4, "09:50"), clock(4, "11:00"))
+    sc.cron.sort()
 
 
 # --------------------------------------------------------------------------------------------
@@ -462,8 +570,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--verbose", action="store_true", help="print churnwatch's summary of each night")
     ap.add_argument("--default-windows", action="store_true",
                     help="run with churnwatch's default windows only (changes outside them are, by design, seen later)")
+    ap.add_argument("--first-night", help="night 0's moment, ISO 8601 (default 2026-12-01T02:00:00Z): every "
+                    "simulated moment moves with it; churnwatch's answers must not depend on the machine's clock")
     args = ap.parse_args(argv)
-    global RUN_WINDOWS
+    global RUN_WINDOWS, T0
+    if args.first_night:
+        T0 = int(dt.datetime.fromisoformat(args.first_night.replace("Z", "+00:00")).timestamp() * 1000)
     if args.default_windows:
         RUN_WINDOWS = []
     if args.nights < 6:
@@ -507,6 +619,9 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
     env["DATABASE_URL"] = args.database_url
     # churnwatch's limiter at Apple's production rates; the server enforces the same (sandbox 10 %).
     env.update({"APPSTORE_STATUS_RATE": "50", "APPSTORE_HISTORY_RATE": "50", "APPSTORE_TRANSACTION_RATE": "50"})
+    # Refund requests are answered (the default), with DECLINE for a delivered purchase of which
+    # at least half the period had passed when the customer asked (docs/contracts.md).
+    env["CHURNWATCH_REFUND_DECLINE_AFTER"] = str(REFUND_DECLINE_AFTER)
     with open(os.path.join(workdir, "churnwatch.env"), "w") as f:
         for k, v in env.items():
             f.write(f"{k}={v}\n")
@@ -534,6 +649,10 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
     names = script.names
     otids = [row["original_transaction_id"] for row in script.rows]
     actions = list(script.actions)
+    # The moments (--as-of) of every churnwatch sync on this database: cron's and the nights'.
+    invocations: list[int] = []
+    consents = Consents(ck, world, script)
+    consents.write_until(night_ms(0) - DAY)  # the app's rows so far, right after the import
     previous_truth: dict | None = None
     # What churnwatch could know of each subscription after the last night (the truth of its
     # last verified observation), and that observation as (status, autoRenewStatus).
@@ -545,15 +664,42 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
         now = night_ms(k)
         feed_only = k >= args.nights
         windows = ZERO_WINDOWS if feed_only else RUN_WINDOWS
+        forged = script.forged.get(k, set())
+
+        def mark_forged(until_ms: int):
+            # The night's notifications about a forged subscription are forged too (served signed by
+            # the untrusted chain): quarantined, they must change nothing either.
+            for n_ in world.notifications:
+                if n_.otid in forged and night_ms(k - 1) < n_.signed_ms <= until_ms:
+                    n_.forged = True
+        # Events are the night's whoever wrote them: cron's syncs since the last night, and the run.
+        events_before = int(ck.psql("SELECT coalesce(max(id), 0) AS n FROM churnwatch.churn_events")[0]["n"])
+        # cron's `churnwatch notifications sync` (every 10 minutes around the refund requests):
+        # the world moves to the sync's moment (the server's clock minutes ahead, as at night),
+        # the app's consent rows written by then are in the database, and each sync answers the
+        # open requests it read.
+        for tick in [t for t in script.cron if night_ms(k - 1) < t < now]:
+            while actions and actions[0][0] <= tick + SERVER_LEAD:
+                at, otid, action, kw = actions.pop(0)
+                world.act(otid, action, at, **kw)
+            world.advance(tick + SERVER_LEAD)
+            mark_forged(tick + SERVER_LEAD)
+            consents.write_until(tick)
+            saved = (envs.production.faults, envs.production.force_429)
+            injected = script.cron_faults.get(tick, {})
+            envs.production.faults = {k_: list(v) for k_, v in injected.get("faults", {}).items()}
+            envs.production.force_429 = set(injected.get("force_429", set()))
+            envs.production.log(f"=== cron {iso(tick)}")
+            r = ck.churnwatch(["notifications", "sync", "--as-of", iso(tick)], env)
+            envs.production.faults, envs.production.force_429 = saved
+            invocations.append(tick)
+            run_log.write(f"=== cron notifications sync {iso(tick)} exit {r.returncode}\n{r.stdout}\n{r.stderr}\n")
+            ck.check(r.returncode == 0, f"churnwatch notifications sync {iso(tick)}", k, "exit 0",
+                     f"exit {r.returncode}: {r.stderr.strip().splitlines()[-1:] if r.stderr.strip() else ''}")
         while actions and actions[0][0] <= now:
             at, otid, action, kw = actions.pop(0)
             world.act(otid, action, at, **kw)
-        forged = script.forged.get(k, set())
-        # The night's notifications about a forged subscription are forged too (served signed by
-        # the untrusted chain): quarantined, they must change nothing either.
-        for n_ in world.notifications:
-            if n_.otid in forged and night_ms(k - 1) < n_.signed_ms <= now:
-                n_.forged = True
+        mark_forged(now)
         # The notifications churnwatch's sync gets tonight (Production: the environment it syncs;
         # signed before the run's moment, its endDate), per subscription, in order.
         notes: dict[str, list] = {}
@@ -604,8 +750,9 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
             envs.production.force_429.add("status")
 
         envs.production.log(f"=== night {k} {iso(now)}")
-        events_before = int(ck.psql("SELECT coalesce(max(id), 0) AS n FROM churnwatch.churn_events")[0]["n"])
+        consents.write_until(now)
         r = ck.churnwatch(["run", "--as-of", iso(now), "--log-format", "json"] + windows, env)
+        invocations.append(now)
         run_log.write(f"=== night {k} {iso(now)} {' '.join(windows)} exit {r.returncode}\n{r.stdout}\n{r.stderr}\n")
         run_log.flush()
         for o in forged:
@@ -714,6 +861,7 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
             live_before = ck.psql("SELECT count(*) AS n FROM churnwatch.winback_queue WHERE status IN ('pending','claimed')")[0]["n"]
             notes_before = ck.psql("SELECT count(*) AS n FROM churnwatch.notifications")[0]["n"]
             r = ck.churnwatch(["run", "--as-of", iso(now), "--log-format", "json"] + RUN_WINDOWS, env)
+            invocations.append(now)
             run_log.write(f"=== night {k} again {iso(now)} exit {r.returncode}\n{r.stdout}\n{r.stderr}\n")
             ck.check(r.returncode == 0, "churnwatch run (re-run)", k, "exit 0", f"exit {r.returncode}")
             after = ck.psql("SELECT count(*) AS n FROM churnwatch.churn_events")[0]["n"]
@@ -725,13 +873,199 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
 
     last = args.nights + FEED_ONLY_NIGHTS - 1
     check_feed_table(ck, args.database_url, world, script, "Production", night_ms(0) - 179 * DAY, night_ms(last), "change feed")
+    check_refunds(ck, args, world, script, consents, invocations, night_ms(last))
+    answers = len(world.consumption_puts)
     sandbox_app(ck, args, workdir, world, script, envs, first_night=last + 1)
     https_app(ck, args, workdir, world, script, envs, night=last + 3)
+    # Their databases hold no consent and read every request long after its deadline.
+    ck.check(len(world.consumption_puts) == answers, "refund answers from the sandbox and HTTPS deployments", "-",
+             "none", [f"{p['transactionId']} {p['status']}" for p in world.consumption_puts[answers:]][:5])
 
     calls = {env_.environment: dict(env_.calls) for env_ in (envs.production, envs.sandbox)}
     print(f"server calls: {calls}", flush=True)
     print(f"{ck.passed} passed, {ck.failed} failed", flush=True)
     return 0 if ck.failed == 0 else 1
+
+
+class Consents:
+    """The app's side of refund requests: its churnwatch.refund_consent rows, written with the
+    contract's upsert when their moment comes, and which row churnwatch reads at a moment."""
+
+    def __init__(self, ck: Checker, world: srv.World, script: Script):
+        self.ck, self.world = ck, world
+        # Rows with no moment first (written right after the import), then by their moment.
+        self.pending = sorted(script.consents, key=lambda c: (c["at"] is not None, c["at"] or 0))
+        self.written: list[tuple[int, dict]] = []  # (the moment from which it is on record, row)
+
+    def write_until(self, moment_ms: int):
+        while self.pending and (self.pending[0]["at"] is None or self.pending[0]["at"] <= moment_ms):
+            c = self.pending.pop(0)
+            column, value = (("app_account_token", self.world.subs[c["otid"]].app_account_token) if c["key"] == "token"
+                             else ("original_transaction_id", c["otid"]))
+            delivery = f"'{c['delivery']}'" if c["delivery"] else "NULL"
+            sample = "NULL" if c["sample"] is None else str(c["sample"]).lower()
+            self.ck.psql(f"""
+                INSERT INTO churnwatch.refund_consent ({column}, customer_consented, delivery_status, sample_content_provided)
+                VALUES ('{value}', {str(c['consented']).lower()}, {delivery}, {sample})
+                ON CONFLICT ({column}) WHERE {column} IS NOT NULL
+                DO UPDATE SET customer_consented = excluded.customer_consented, delivery_status = excluded.delivery_status,
+                              sample_content_provided = excluded.sample_content_provided, updated_at = now()""")
+            self.written.append((-1 if c["at"] is None else c["at"], c))
+
+    def at(self, otid: str, moment_ms: int) -> dict | None:
+        """The row for the customer of `otid` on record at `moment_ms`: by its original
+        transaction id if there is one, else by its app account token (the latest write wins)."""
+        rows = [c for at, c in self.written if at <= moment_ms and c["otid"] == otid]
+        return ([c for c in rows if c["key"] == "otid"] or [c for c in rows if c["key"] == "token"] or [None])[-1]
+
+
+def expected_refund_answers(world: srv.World, consents: Consents, invocations: list[int], until_ms: int) -> dict[str, dict]:
+    """Each CONSUMPTION_REQUEST signed before `until_ms`, by notification UUID: the policy branch
+    docs/contracts.md gives it, the body to send (None: nothing), and Apple's decision on it
+    (the first REFUND / REFUND_DECLINED about its transaction after it and before the next
+    request about the same transaction)."""
+    requests = sorted((r for r in world.refund_requests if r["signedDate"] < until_ms), key=lambda r: r["signedDate"])
+    out = {}
+    for r in requests:
+        # The first sync that reads it: history up to a sync's moment (endDate) holds what was signed before it.
+        first = min((t for t in invocations if t > r["signedDate"]), default=None)
+        sub = world.subs[r["originalTransactionId"]]
+        consent = consents.at(sub.otid, first) if first is not None else None
+        body = None
+        if first is None or first >= r["deadline"]:
+            branch = "expired"
+        elif consent is None or not consent["consented"]:
+            branch = "no_consent"
+        else:
+            delivery = consent["delivery"] or "DELIVERED"
+            sample = consent["sample"] if consent["sample"] is not None else \
+                any(t.offer_type == 1 and t.price == 0 for t in sub.txns)  # a free trial on record
+            body = {"customerConsented": True, "deliveryStatus": delivery, "sampleContentProvided": sample}
+            share = (r["signedDate"] - r["purchaseDate"]) / (r["expiresDate"] - r["purchaseDate"])
+            if delivery != "DELIVERED":
+                branch = "undelivered"
+            elif share >= REFUND_DECLINE_AFTER:
+                branch = "decline_consumed"
+                body["refundPreference"] = "DECLINE"
+            else:
+                branch = "no_preference"
+        same = lambda x: x["transactionId"] == r["transactionId"] and x["environment"] == r["environment"]  # noqa: E731
+        next_ask = min((q["signedDate"] for q in requests if same(q) and q["signedDate"] > r["signedDate"]), default=None)
+        decided = [d for d in world.refund_decisions if same(d) and r["signedDate"] <= d["signedDate"] < until_ms
+                   and (next_ask is None or d["signedDate"] < next_ask)]
+        decision = {"REFUND": "refunded", "REFUND_DECLINED": "declined"}[decided[0]["decision"]] if decided else None
+        out[r["notificationUUID"]] = {"request": r, "branch": branch, "body": body, "decision": decision, "first_sync": first}
+    return out
+
+
+def check_refunds(ck: Checker, args, world: srv.World, script: Script, consents: Consents, invocations: list[int],
+                  until_ms: int):
+    """Refund requests against the server's record of what it was sent: every request whose
+    customer consented answered exactly once (202) before its deadline with the body of the
+    contract's policy, nothing sent for the others (no consent, or no sync inside the 12 hours),
+    no answer refused but by the injected transient faults; churnwatch.refund_requests (state,
+    branch, body, decision) and `churnwatch refunds --json` counts agree."""
+    name = lambda o: script.names.get(o, o)  # noqa: E731
+    expected = expected_refund_answers(world, consents, invocations, until_ms)
+    label = {u: f"refund request {name(e['request']['originalTransactionId'])} {iso(e['request']['signedDate'])}"
+             for u, e in expected.items()}
+
+    # What the server received, by the request it answers: the latest about its transaction signed before it.
+    received: dict[str, list[dict]] = {u: [] for u in expected}
+    for p in world.consumption_puts:
+        asked = [e for e in expected.values() if e["request"]["transactionId"] == p["transactionId"]
+                 and e["request"]["environment"] == p["environment"] and e["request"]["signedDate"] <= p["at"]]
+        if not asked:
+            ck.check(False, f"consumption information for {p['transactionId']} ({p['environment']}) at {iso(p['at'])}", "-",
+                     "only answers to refund requests", f"an answer to none: {p.get('body')} -> {p['status']}")
+            continue
+        r = max(asked, key=lambda e: e["request"]["signedDate"])["request"]
+        received[r["notificationUUID"]].append(p)
+        if p["status"] != 202:
+            ck.check(p["errorCode"] in TRANSIENT_CODES, f"{label[r['notificationUUID']]}: server's answer", "-",
+                     "202, or an injected transient fault", f"{p['status']} {p['errorCode']} for {p.get('body')}")
+    for u, e in expected.items():
+        r, puts = e["request"], received[u]
+        accepted = [p for p in puts if p["status"] == 202]
+        if e["body"] is None:
+            ck.check(not puts, f"{label[u]} ({e['branch']}): consumption information sent", "-", "none",
+                     [f"{iso(p['at'])} {p.get('body')} -> {p['status']}" for p in puts])
+            continue
+        ck.check(len(accepted) == 1, f"{label[u]} ({e['branch']}): answers accepted", "-", 1,
+                 f"{len(accepted)}: " + "; ".join(f"{iso(p['at'])} {p.get('body')}" for p in accepted))
+        late = [p for p in puts if p["at"] >= r["deadline"]]
+        ck.check(not late, f"{label[u]}: answers at or after the deadline {iso(r['deadline'])}", "-", "none",
+                 [f"{iso(p['at'])} -> {p['status']}" for p in late])
+        for p in accepted[:1]:
+            ck.check(p.get("body") == e["body"], f"{label[u]} ({e['branch']}): body", "-", e["body"], p.get("body"))
+
+    # churnwatch's own record of each request.
+    rows = ck.psql("""SELECT notification_uuid, original_transaction_id, transaction_id, environment, reason,
+                             (extract(epoch FROM requested_at) * 1000)::bigint AS requested_ms,
+                             (extract(epoch FROM deadline) * 1000)::bigint AS deadline_ms, state, policy_branch,
+                             sent::text AS sent, (extract(epoch FROM answered_at) * 1000)::bigint AS answered_ms, decision,
+                             last_error
+                      FROM churnwatch.refund_requests""")
+    by_uuid = {r_["notification_uuid"]: r_ for r_ in rows}
+    stranger = [r_ for u, r_ in by_uuid.items() if u not in expected]
+    ck.check(not stranger, "churnwatch.refund_requests: rows for requests the server filed", "-", "only those",
+             [f"{name(r_['original_transaction_id'])} {r_['transaction_id']}" for r_ in stranger][:5])
+    for u, e in expected.items():
+        r, row = e["request"], by_uuid.get(u)
+        if row is None:
+            ck.check(False, f"{label[u]}: churnwatch.refund_requests row", "-", "recorded", "missing")
+            continue
+        facts = (row["original_transaction_id"], row["transaction_id"], row["environment"], row["reason"],
+                 int(row["requested_ms"]), int(row["deadline_ms"]))
+        want = (r["originalTransactionId"], r["transactionId"], r["environment"], r["reason"], r["signedDate"], r["deadline"])
+        ck.check(facts == want, f"{label[u]}: recorded request", "-", want, facts)
+        state = "answered" if e["body"] is not None else "not_sent"
+        ck.check((row["state"], row["policy_branch"]) == (state, e["branch"]), f"{label[u]}: state and policy branch", "-",
+                 f"{state} {e['branch']}", f"{row['state']} {row['policy_branch']} {row.get('last_error') or ''}".strip())
+        if e["body"] is not None:
+            sent = json.loads(row["sent"]) if row["sent"] else None
+            ck.check(sent == e["body"], f"{label[u]}: refund_requests.sent", "-", e["body"], sent)
+            ck.check(bool(row["answered_ms"]) and int(row["answered_ms"]) < r["deadline"], f"{label[u]}: answered_at", "-",
+                     f"before {iso(r['deadline'])}", iso(int(row["answered_ms"])) if row["answered_ms"] else "none")
+        ck.check((row["decision"] or None) == e["decision"], f"{label[u]}: Apple's decision", "-", e["decision"] or "none",
+                 row["decision"] or "none")
+
+    # churnwatch refunds --json: the counts over every request.
+    since = night_ms(0) - DAY
+    r = ck.churnwatch(["refunds", "--json", "--since", iso(since), "--as-of", iso(until_ms)],
+                      dict(os.environ, DATABASE_URL=args.database_url))
+    try:
+        got = json.loads(r.stdout.splitlines()[0])
+    except (ValueError, IndexError):
+        got = {}
+    ck.check(r.returncode == 0 and bool(got), "churnwatch refunds --json", "-", "exit 0 and the counts",
+             f"exit {r.returncode}: {(r.stderr.strip().splitlines() or [''])[-1][:200]}")
+    es = list(expected.values())
+    want_counts = {"requests": len(es), "answered_in_time": sum(e["body"] is not None for e in es),
+                   "not_sent": sum(e["body"] is None for e in es), "failed": 0, "open": 0,
+                   "refunded": sum(e["decision"] == "refunded" for e in es), "declined": sum(e["decision"] == "declined" for e in es)}
+    got_counts = {k_: got.get(k_) for k_ in want_counts}
+    ck.check(got_counts == want_counts, "churnwatch refunds --json counts", "-", want_counts, got_counts)
+    want_branches = {}
+    for e in es:
+        b = want_branches.setdefault(e["branch"], [0, 0, 0])
+        b[0] += 1
+        b[1] += e["decision"] == "refunded"
+        b[2] += e["decision"] == "declined"
+    got_branches = {b["branch"]: [b["requests"], b["refunded"], b["declined"]] for b in got.get("by_branch", [])}
+    ck.check(got_branches == want_branches, "churnwatch refunds --json by_branch", "-", want_branches, got_branches)
+
+    puts = world.consumption_puts
+    injected = sum(1 for p in puts if p["errorCode"] in TRANSIENT_CODES)
+    # The faults injected on Send Consumption Information were met (and ridden out, above).
+    want_faults = sorted(c for f in script.cron_faults.values() for c in
+                         f.get("faults", {}).get("consumption", []) + [4290000] * ("consumption" in f.get("force_429", set())))
+    got_faults = sorted(p["errorCode"] for p in puts if p["errorCode"] in TRANSIENT_CODES)
+    ck.check(got_faults == want_faults, "transient faults on Send Consumption Information met", "-", want_faults, got_faults)
+    branches = ", ".join(f"{b} {v[0]}" for b, v in sorted(want_branches.items()))
+    print(f"refund requests: {len(es)} ({branches}); consumption information received {len(puts)} times "
+          f"({sum(p['status'] == 202 for p in puts)} accepted, {injected} transient faults); "
+          f"{len(invocations)} syncs (cron and nights); churnwatch refunds: {got_counts}", flush=True)
 
 
 def sandbox_app(ck: Checker, args, workdir: str, world: srv.World, script: Script, envs: srv.Environments,

@@ -343,6 +343,7 @@ class Notification:
     attempts: list[tuple[int, str]]
     forged: bool = False        # served signed by the untrusted look-alike chain
     signed: dict = field(default_factory=dict)  # id(pki) -> signedPayload
+    extra: dict = field(default_factory=dict)   # more `data` fields (consumptionRequestReason)
 
 
 class World:
@@ -359,6 +360,12 @@ class World:
         self.unnotified: list[dict] = []  # changes Apple never notified (the safety net's case)
         self._next_id = 420_000_000_100_000 + seed * 1_000_000
         self.shared_secret = hashlib.sha256(f"indie-{seed}".encode()).hexdigest()[:32]
+        # Refund requests (fact sheet "Refund requests"): every CONSUMPTION_REQUEST filed, every
+        # decision (REFUND / REFUND_DECLINED) on one, and every Send Consumption Information
+        # PUT received (by the server's clock), whatever it was answered.
+        self.refund_requests: list[dict] = []
+        self.refund_decisions: list[dict] = []
+        self.consumption_puts: list[dict] = []
 
     def new_id(self) -> str:
         self._next_id += self.rng.randint(1, 97)
@@ -378,12 +385,13 @@ class World:
         self.notify(sub, "SUBSCRIBED", "INITIAL_BUY", start_ms)
         return sub
 
-    def notify(self, sub: Subscription, ntype: str, subtype: str | None, at_ms: int, txn: Txn | None = None):
+    def notify(self, sub: Subscription, ntype: str, subtype: str | None, at_ms: int, txn: Txn | None = None,
+               extra: dict | None = None) -> Notification | None:
         """Apple files a V2 notification about `sub` as it is at `at_ms` (fact sheet §8)."""
         if not sub.notifications_on:
             self.unnotified.append({"originalTransactionId": sub.otid, "notificationType": ntype,
                                     "subtype": subtype, "at": at_ms})
-            return
+            return None
         txn = txn or sub.latest
         renewable = txn.product_type == "Auto-Renewable Subscription"
         seq = len(self.notifications)
@@ -401,7 +409,8 @@ class World:
             status=sub.status(at_ms) if renewable else None, auto_renew=sub.auto_renew if renewable else None,
             transaction=self.transaction_payload(sub, txn, at_ms=at_ms, rng=self.note_rng),
             renewal=self.renewal_payload(sub, at_ms=at_ms, rng=self.note_rng) if renewable else None,
-            attempts=attempts))
+            attempts=attempts, extra=dict(extra or {})))
+        return self.notifications[-1]
 
     def notification_payload(self, n: Notification, pki: "PKI") -> dict:
         data = {"bundleId": self.bundle_id, "bundleVersion": "4.2.1", "environment": n.environment,
@@ -412,6 +421,7 @@ class World:
             data["signedRenewalInfo"] = pki.sign_jws(n.renewal)
         if n.status is not None:
             data["status"] = n.status
+        data.update(n.extra)
         p = {"notificationType": n.notification_type, "notificationUUID": n.uuid, "version": "2.0",
              "signedDate": n.signed_ms, "data": self._shuffle(data, self.note_rng)}
         if n.subtype:
@@ -518,6 +528,35 @@ class World:
                 if kw.get("auto_renew_off", True):
                     sub.auto_renew = 0
                 self.notify(sub, "REVOKE" if t.revocation_type == "FAMILY_REVOKE" else "REFUND", None, at_ms)
+            elif action == "refund_request":
+                # The customer asks Apple to refund the latest transaction: CONSUMPTION_REQUEST (no
+                # subtype), its reason in data; Apple listens for the answer for 12 hours.
+                t = sub.latest
+                n = self.notify(sub, "CONSUMPTION_REQUEST", None, at_ms,
+                                extra={"consumptionRequestReason": kw.get("reason", "UNSATISFIED_WITH_PURCHASE")})
+                self.refund_requests.append({
+                    "notificationUUID": n.uuid if n else None, "originalTransactionId": sub.otid,
+                    "transactionId": t.transaction_id, "environment": sub.environment, "signedDate": at_ms,
+                    "deadline": at_ms + CONSUMPTION_WINDOW_MS, "reason": kw.get("reason", "UNSATISFIED_WITH_PURCHASE"),
+                    "purchaseDate": t.purchase_ms, "expiresDate": t.expires_ms})
+            elif action == "refund_decision":
+                # Apple decides a refund request about a transaction (the latest one asked about,
+                # by default): REFUND revokes it as any refund does; REFUND_DECLINED changes nothing.
+                tid = kw.get("transaction_id") or next(r["transactionId"] for r in reversed(self.refund_requests)
+                                                       if r["originalTransactionId"] == otid)
+                t = next(t for t in sub.txns if t.transaction_id == tid)
+                decision = kw["decision"]
+                if decision == "REFUND":
+                    t.revocation_ms, t.revocation_reason = at_ms, kw.get("reason", 1)
+                    t.revocation_type, t.modified_ms = "REFUND_FULL", at_ms
+                    if kw.get("auto_renew_off", True):
+                        sub.auto_renew = 0
+                elif decision != "REFUND_DECLINED":
+                    raise ValueError(decision)
+                n = self.notify(sub, decision, None, at_ms, txn=t)
+                self.refund_decisions.append({"notificationUUID": n.uuid if n else None, "originalTransactionId": sub.otid,
+                                              "transactionId": tid, "environment": sub.environment,
+                                              "decision": decision, "signedDate": at_ms})
             elif action == "refund_reversed":
                 t = sub.latest
                 t.revocation_ms = t.revocation_reason = t.revocation_type = None
@@ -593,7 +632,10 @@ class World:
                     "transactions": len(s.txns), "notified": s.notifications_on,
                 }
             return {"now": now, "subscriptions": out, "unnotifiedChanges": list(self.unnotified),
-                    "notifications": len(self.notifications)}
+                    "notifications": len(self.notifications),
+                    "refundRequests": [dict(r) for r in self.refund_requests],
+                    "refundDecisions": [dict(d) for d in self.refund_decisions],
+                    "consumptionAnswers": [dict(p) for p in self.consumption_puts]}
 
     # ---- payloads (JWS content, fields exactly as the fact sheet's section 5) ----
     def transaction_payload(self, sub: Subscription, t: Txn, at_ms: int | None = None,
@@ -740,6 +782,9 @@ ERRORS = {
     4000022: (400, "Invalid product type."),
     4000030: (400, "Invalid revoked."),
     4000031: (400, "Invalid status."),
+    4000035: (400, "Invalid customer consented."),
+    4000036: (400, "Invalid delivery status."),
+    4000041: (400, "Invalid sample content provided."),
     4040002: (404, "Account not found. Please try again."),
     4040006: (404, "Original transaction id not found. Please try again."),
     4040010: (404, "Transaction id not found."),
@@ -747,7 +792,13 @@ ERRORS = {
     5000000: (500, "An unknown error occurred."),
     5000001: (500, "An unknown error occurred. Please try again."),
 }
-ENDPOINT_RATE = {"status": 50, "history": 50, "transaction": 50, "notification": 50}
+ENDPOINT_RATE = {"status": 50, "history": 50, "transaction": 50, "notification": 50, "consumption": 50}
+# Send Consumption Information (fact sheet "Refund requests"): Apple weighs an answer for 12
+# hours after its CONSUMPTION_REQUEST; the body's values.
+CONSUMPTION_WINDOW_MS = 12 * 3_600_000
+DELIVERY_STATUSES = {"DELIVERED", "UNDELIVERED_QUALITY_ISSUE", "UNDELIVERED_WRONG_ITEM", "UNDELIVERED_SERVER_OUTAGE",
+                     "UNDELIVERED_OTHER"}
+REFUND_PREFERENCES = {"DECLINE", "GRANT_FULL", "GRANT_PRORATED"}
 # Get Notification History (fact sheet §2.5): how far back startDate may go, per environment.
 NOTIFICATION_RETENTION_MS = {"Production": 180 * DAY_MS, "Sandbox": 30 * DAY_MS}
 # Apple's tolerance is not published: none here. The server's clock runs minutes ahead of a
@@ -850,10 +901,13 @@ class AppStoreServer:
             data = json.dumps(body, ensure_ascii=True, indent=2).replace("/", "\\/").encode("ascii")
         else:
             data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        h.indie_answer = (status, body)  # what this request was answered (the consumption record reads it)
         h.send_response(status)
         if body is not None:  # header names are case-insensitive: some answers use lower case
             h.send_header("content-type" if n % 4 == 0 else "Content-Type", "application/json;charset=utf-8")
-        chunked = n % 5 == 0 and len(data) > 0  # HTTP/1.1 chunked transfer coding instead of a length
+        # HTTP/1.1 chunked transfer coding instead of a length; a 202 with no body may come as
+        # the last chunk alone (a zero-length body all the same).
+        chunked = n % 5 == 0 and (len(data) > 0 or status == 202)
         if chunked:
             h.send_header("Transfer-Encoding", "chunked")
         else:
@@ -911,12 +965,14 @@ class AppStoreServer:
                 with self.world.lock:
                     return self.verify_receipt(h, raw_body)
             self.log(f"[{self.environment}] {method} {h.path}")
+            segs = path.split("/")
+            if len(segs) == 6 and segs[1:5] == ["inApps", "v2", "transactions", "consumption"]:
+                return self.consumption_received(h, method, urllib.parse.unquote(segs[5]), raw_body)
             why = self.key.check(h.headers.get("Authorization"))
             if why is not None:
                 self.rejections.append(f"{method} {path}: {why}")
                 self.log(f"[{self.environment}] 401 {method} {path}: {why}")
                 return self.send(h, 401, None)
-            segs = path.split("/")
             # /inApps/v1/subscriptions/{id}
             if method == "GET" and len(segs) == 5 and segs[1:4] == ["inApps", "v1", "subscriptions"]:
                 return self.limited(h, "status", lambda: self.statuses(h, urllib.parse.unquote(segs[4]), query),
@@ -957,6 +1013,62 @@ class AppStoreServer:
             return self.error(h, 4290000, {"Retry-After": str(int(retry_at * 1000))})
         with self.world.lock:
             return answer()
+
+    # ---- Send Consumption Information (fact sheet "Refund requests") ----
+    def consumption_received(self, h, method: str, tid: str, raw: bytes):
+        """Every request to the consumption path is recorded for the truth (the server's clock,
+        the transaction id, the body as parsed, what it was answered), then answered."""
+        with self.world.lock:
+            record = {"at": self.world.now_ms, "environment": self.environment, "method": method, "transactionId": tid}
+            try:
+                record["body"] = json.loads(raw.decode("utf-8")) if raw else None
+            except Exception:  # noqa: BLE001
+                record["body"] = raw.decode("utf-8", "replace")
+            self.world.consumption_puts.append(record)
+        try:
+            if method != "PUT":
+                return self.send(h, 404, {"errorCode": 4040000, "errorMessage": "Not found."})
+            why = self.key.check(h.headers.get("Authorization"))
+            if why is not None:
+                self.rejections.append(f"PUT consumption: {why}")
+                self.log(f"[{self.environment}] 401 PUT consumption: {why}")
+                return self.send(h, 401, None)
+            return self.limited(h, "consumption", lambda: self.consumption(h, tid, raw), tid)
+        finally:
+            status, body = getattr(h, "indie_answer", (None, None))
+            record["status"] = status
+            record["errorCode"] = body.get("errorCode") if isinstance(body, dict) else None
+            self.log(f"[{self.environment}] consumption {tid} {json.dumps(record.get('body'), sort_keys=True)}: {status}"
+                     f"{' ' + str(record['errorCode']) if record['errorCode'] else ''}")
+
+    def consumption(self, h, tid: str, raw: bytes):
+        """Apple's checks of a ConsumptionRequest body, then 202 Accepted with no body."""
+        if self.lookup(h, tid) is None:
+            return  # 4000006 or 4040010 sent
+        try:
+            body = json.loads(raw.decode("utf-8")) if raw else None
+        except Exception:  # noqa: BLE001
+            body = None
+        if not isinstance(body, dict):
+            return self.error(h, 4000000)
+        if body.get("customerConsented") is not True:  # without the customer's consent nothing may be sent
+            return self.error(h, 4000035)
+        if not isinstance(body.get("sampleContentProvided"), bool):
+            return self.error(h, 4000041)
+        delivery = body.get("deliveryStatus")
+        if not isinstance(delivery, str) or delivery not in DELIVERY_STATUSES:
+            return self.error(h, 4000036)
+        percentage, preference = body.get("consumptionPercentage"), body.get("refundPreference")
+        if percentage is not None:
+            if not isinstance(percentage, int) or isinstance(percentage, bool) or not 0 <= percentage <= 100_000:
+                return self.error(h, 4000000)
+            if delivery != "DELIVERED" and percentage != 0:  # nothing consumed of what was not delivered
+                return self.error(h, 4000000)
+            if preference == "GRANT_PRORATED":  # Apple computes the share for a prorated refund
+                return self.error(h, 4000000)
+        if preference is not None and (not isinstance(preference, str) or preference not in REFUND_PREFERENCES):
+            return self.error(h, 4000000)
+        self.send(h, 202, None)
 
     def lookup(self, h, any_id: str) -> Subscription | None:
         if not any_id.isdigit() or len(any_id) > 20:
