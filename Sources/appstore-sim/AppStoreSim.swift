@@ -33,6 +33,12 @@ struct PopulationOptions: ParsableArguments {
     @Option(help: "Share of customers with legacy receipt data (verifyReceipt).")
     var receiptShare = 0.10
 
+    @Option(help: "Share of refunds preceded by a refund request (CONSUMPTION_REQUEST), 14-60 h before the refund.")
+    var consumptionRequestShare = 0.6
+
+    @Option(help: "Probability per paid period of a refund request that Apple declines (CONSUMPTION_REQUEST, then REFUND_DECLINED 14-60 h later).")
+    var refundDeclinedRate = 0.004
+
     @Option(help: "The app's bundle id (the JWT bid claim and payload bundleId).")
     var bundleId = "com.example.churnwatch"
 
@@ -48,7 +54,13 @@ struct PopulationOptions: ParsableArguments {
         guard environment == "Production" || environment == "Sandbox" else {
             throw ValidationError("--environment: Production or Sandbox")
         }
+        for (name, v) in [("--consumption-request-share", consumptionRequestShare), ("--refund-declined-rate", refundDeclinedRate)]
+        where !(0...1).contains(v) {
+            throw ValidationError("\(name): a probability from 0 to 1, got \(v)")
+        }
         var c = PopulationConfig(subscribers: subscribers, seed: seed, start: t)
+        c.consumptionRequestShare = consumptionRequestShare
+        c.refundDeclinedRate = refundDeclinedRate
         c.horizonDays = horizonDays
         c.sandboxShare = sandboxShare
         c.graceShare = graceShare
