@@ -77,8 +77,9 @@ struct Serve: AsyncParsableCommand {
         abstract: "Serve Apple's endpoints and /_sim/* on 127.0.0.1.",
         discussion: """
             Endpoints: GET /inApps/v1/subscriptions/{id}, /inApps/v2/history/{id}, /inApps/v1/transactions/{id}, \
-            /inApps/v2/refund/lookup/{id}, POST /inApps/v1/notifications/history (ES256 JWT required), POST /verifyReceipt; \
-            GET /_sim/clock, POST /_sim/clock?advance=1d|?set=ISO, GET /_sim/stats, /_sim/truth?at=ISO, \
+            /inApps/v2/refund/lookup/{id}, POST /inApps/v1/notifications/history, \
+            PUT /inApps/v2/transactions/consumption/{id} (ES256 JWT required), POST /verifyReceipt; \
+            GET /_sim/clock, POST /_sim/clock?advance=1d|?set=ISO, GET /_sim/stats, /_sim/truth?at=ISO, /_sim/truth/consumption, \
             /_sim/events?from=ISO&to=ISO, /_sim/notifications?from=ISO&to=ISO, /_sim/info.
             """)
 
@@ -129,6 +130,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Probability that a customer with auto-renew off who redeems a save offer (POST /_sim/offers/redeem) is saved: auto-renew back on, renewing from then on.")
     var offerEffect = 0.0
 
+    @Option(help: "Probability that an answer in time to a refund request (PUT /inApps/v2/transactions/consumption/{id}) turns Apple's decision its refundPreference's way (drawn once per request).")
+    var consumptionAnswerEffect = 0.5
+
     @Option(help: "Subscribers whose signed status is cached (about 1.3 KB each).")
     var cacheCapacity = 120_000
 
@@ -155,6 +159,10 @@ struct Serve: AsyncParsableCommand {
         options.cacheCapacity = cacheCapacity
         guard (0...1).contains(offerEffect) else { throw ValidationError("--offer-effect wants a probability from 0 to 1") }
         options.offerEffect = offerEffect
+        guard (0...1).contains(consumptionAnswerEffect) else {
+            throw ValidationError("--consumption-answer-effect wants a probability from 0 to 1")
+        }
+        options.consumptionAnswerEffect = consumptionAnswerEffect
         options.requireIssuedAt = requireIat
         options.notifications = try notifications.options()
         options.faultKinds = try faultKinds.split(separator: ",").map {
