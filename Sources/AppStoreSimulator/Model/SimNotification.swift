@@ -107,15 +107,26 @@ extension Population {
         let tl = timeline(i)
         var requests = 0
         for e in tl.prefix(k) where e.isRefundRequest { requests += 1 }
-        return tl[tl.startIndex + k].isRefundRequest ? (1 << 32) + UInt64(requests) : UInt64(k - requests)
+        return Self.notificationKey(tl[tl.startIndex + k], position: k, requestsBefore: requests)
+    }
+
+    private static func notificationKey(_ e: TimelineEvent, position k: Int, requestsBefore requests: Int) -> UInt64 {
+        e.isRefundRequest ? (1 << 32) + UInt64(requests) : UInt64(k - requests)
+    }
+
+    /// Whether the change whose draws are labelled `key` produced a notification.
+    private func isNotified(_ i: Int, key: UInt64, options: NotificationOptions) -> Bool {
+        guard options.hasURL else { return false }
+        guard options.unnotifiedShare > 0 else { return true }
+        var r = SimRandom(config.seed, UInt64(i), key, 41)
+        return !r.chance(options.unnotifiedShare)
     }
 
     /// Whether the `k`-th change of subscription `i` produced a notification.
     public func isNotified(_ i: Int, _ k: Int, options: NotificationOptions) -> Bool {
         guard options.hasURL else { return false }
         guard options.unnotifiedShare > 0 else { return true }
-        var r = SimRandom(config.seed, UInt64(i), notificationKey(i, k), 41)
-        return !r.chance(options.unnotifiedShare)
+        return isNotified(i, key: notificationKey(i, k), options: options)
     }
 
     /// The notification's `notificationUUID`: the same for the same seed, subscription and change.
@@ -151,6 +162,12 @@ extension Population {
     /// Every change of subscription `i` that produced a notification, in timeline order.
     public func notifiedChanges(_ i: Int, options: NotificationOptions) -> [Int] {
         guard options.hasURL else { return [] }
-        return (0..<timeline(i).count).filter { isNotified(i, $0, options: options) }
+        var out: [Int] = []
+        var requests = 0
+        for (k, e) in timeline(i).enumerated() {
+            if isNotified(i, key: Self.notificationKey(e, position: k, requestsBefore: requests), options: options) { out.append(k) }
+            if e.isRefundRequest { requests += 1 }
+        }
+        return out
     }
 }
