@@ -49,7 +49,13 @@ enum GoldenDigest {
         let o = options
         for e in p.truthEvents(from: start - 800 * SimTime.day, to: start + 400 * SimTime.day) where !skip(e.kind.rawValue) {
             let uuid = p.isNotified(e.subscriber, e.eventIndex, options: o) ? p.notificationUUID(e.subscriber, e.eventIndex) : "-"
-            h.add("\(e.subscriber) \(e.time) \(e.kind.rawValue) \(e.details) \(uuid)")
+            let details = e.details.map { d -> String in
+                switch d.value {
+                case .string(let v): "\(d.key)=\(v)"
+                case .int(let v): "\(d.key)=\(v)"
+                }
+            }
+            h.add("\(e.subscriber) \(e.time) \(e.kind.rawValue) \(details.joined(separator: ",")) \(uuid)")
         }
         return h.value
     }
@@ -62,7 +68,7 @@ enum GoldenDigest {
             for k in 0..<p.timeline(i).count {
                 let n = p.notification(i, k)
                 guard !skip(n.type) else { continue }
-                let attempts = p.sendAttempts(i, k, at: n.time, now: end, options: o).map { "\($0.date)\($0.result)" }
+                let attempts = p.sendAttempts(i, k, at: n.time, now: end, options: o).map { "\($0.date)\($0.result)" }.joined(separator: ",")
                 h.add("\(i) \(n.time) \(n.type) \(n.subtype ?? "-") \(p.notificationUUID(i, k)) \(p.isNotified(i, k, options: o)) \(attempts)")
             }
         }
