@@ -33,6 +33,12 @@ struct PopulationOptions: ParsableArguments {
     @Option(help: "Share of customers with legacy receipt data (verifyReceipt).")
     var receiptShare = 0.10
 
+    @Option(help: "Share of refunds preceded by a refund request (CONSUMPTION_REQUEST), 14-60 h before the refund.")
+    var consumptionRequestShare = 0.6
+
+    @Option(help: "Probability per paid period of a refund request that Apple declines (CONSUMPTION_REQUEST, then REFUND_DECLINED 14-60 h later).")
+    var refundDeclinedRate = 0.004
+
     @Option(help: "The app's bundle id (the JWT bid claim and payload bundleId).")
     var bundleId = "com.example.churnwatch"
 
@@ -48,7 +54,13 @@ struct PopulationOptions: ParsableArguments {
         guard environment == "Production" || environment == "Sandbox" else {
             throw ValidationError("--environment: Production or Sandbox")
         }
+        for (name, v) in [("--consumption-request-share", consumptionRequestShare), ("--refund-declined-rate", refundDeclinedRate)]
+        where !(0...1).contains(v) {
+            throw ValidationError("\(name): a probability from 0 to 1, got \(v)")
+        }
         var c = PopulationConfig(subscribers: subscribers, seed: seed, start: t)
+        c.consumptionRequestShare = consumptionRequestShare
+        c.refundDeclinedRate = refundDeclinedRate
         c.horizonDays = horizonDays
         c.sandboxShare = sandboxShare
         c.graceShare = graceShare
@@ -65,8 +77,9 @@ struct Serve: AsyncParsableCommand {
         abstract: "Serve Apple's endpoints and /_sim/* on 127.0.0.1.",
         discussion: """
             Endpoints: GET /inApps/v1/subscriptions/{id}, /inApps/v2/history/{id}, /inApps/v1/transactions/{id}, \
-            /inApps/v2/refund/lookup/{id}, POST /inApps/v1/notifications/history (ES256 JWT required), POST /verifyReceipt; \
-            GET /_sim/clock, POST /_sim/clock?advance=1d|?set=ISO, GET /_sim/stats, /_sim/truth?at=ISO, \
+            /inApps/v2/refund/lookup/{id}, POST /inApps/v1/notifications/history, \
+            PUT /inApps/v2/transactions/consumption/{id} (ES256 JWT required), POST /verifyReceipt; \
+            GET /_sim/clock, POST /_sim/clock?advance=1d|?set=ISO, GET /_sim/stats, /_sim/truth?at=ISO, /_sim/truth/consumption, \
             /_sim/events?from=ISO&to=ISO, /_sim/notifications?from=ISO&to=ISO, /_sim/info.
             """)
 
@@ -117,6 +130,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Probability that a customer with auto-renew off who redeems a save offer (POST /_sim/offers/redeem) is saved: auto-renew back on, renewing from then on.")
     var offerEffect = 0.0
 
+    @Option(help: "Probability that an answer in time to a refund request (PUT /inApps/v2/transactions/consumption/{id}) turns Apple's decision its refundPreference's way (drawn once per request).")
+    var consumptionAnswerEffect = 0.5
+
     @Option(help: "Subscribers whose signed status is cached (about 1.3 KB each).")
     var cacheCapacity = 120_000
 
@@ -143,6 +159,10 @@ struct Serve: AsyncParsableCommand {
         options.cacheCapacity = cacheCapacity
         guard (0...1).contains(offerEffect) else { throw ValidationError("--offer-effect wants a probability from 0 to 1") }
         options.offerEffect = offerEffect
+        guard (0...1).contains(consumptionAnswerEffect) else {
+            throw ValidationError("--consumption-answer-effect wants a probability from 0 to 1")
+        }
+        options.consumptionAnswerEffect = consumptionAnswerEffect
         options.requireIssuedAt = requireIat
         options.notifications = try notifications.options()
         options.faultKinds = try faultKinds.split(separator: ",").map {

@@ -116,6 +116,8 @@ func expectedNotification(_ event: [String: Any]) -> (String, String?)? {
     case "plan_change_cancelled": return ("DID_CHANGE_RENEWAL_PREF", nil)
     case "price_increase_pending": return ("PRICE_INCREASE", "PENDING")
     case "price_increase_accepted": return ("PRICE_INCREASE", "ACCEPTED")
+    case "refund_requested": return ("CONSUMPTION_REQUEST", nil)
+    case "refund_declined": return ("REFUND_DECLINED", nil)
     default: return nil  // plan_changed: with a renewal (DID_RENEW) or an upgrade (UPGRADE)
     }
 }

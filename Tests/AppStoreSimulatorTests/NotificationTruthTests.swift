@@ -107,6 +107,8 @@ import X509
             #expect(status == 1 && t.transactionId == details["transaction_id"] as? String)
         case "price_increase_pending": #expect(r.rawPriceIncreaseStatus == 0)
         case "plan_change_scheduled": #expect(r.autoRenewProductId == details["auto_renew_product_id"] as? String)
+        case "refund_requested", "refund_declined":
+            #expect(status == 1 && t.revocationDate == nil && t.transactionId == details["transaction_id"] as? String)
         default: break
         }
     }

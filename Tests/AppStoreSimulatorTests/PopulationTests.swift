@@ -172,6 +172,8 @@ struct BehaviourTally {
         case .priceIncreaseNotified: mark(e.a == 1 ? "price_increase_consent" : "price_increase_no_consent")
         case .priceIncreaseAccepted: mark("price_increase_accepted")
         case .resubscribe: mark("resubscribe")
+        case .consumptionRequest: mark("refund_requested")
+        case .refundDeclined: mark("refund_declined")
         case .purchase: break
         }
     }

@@ -18,16 +18,20 @@ public struct OfferRedemption: Sendable, Hashable {
     public var changedOutcome: Bool { saved && !wouldHaveStayed }
 }
 
-/// The mutable part of a ``Population``: revised timelines and every redemption, in order.
-struct OfferRevisions: Sendable {
+/// The mutable part of a ``Population``: revised timelines, every redemption in order, the
+/// subscriptions an offer saved, and the answers to refund requests.
+struct TimelineRevisions: Sendable {
     var timelines: [Int: [TimelineEvent]] = [:]
     var redemptions: [OfferRedemption] = []
+    var savedByOffer: Set<Int> = []
+    var consumption = ConsumptionLedger()
 }
 
 extension Population {
     /// Records that subscription `i`'s customer redeemed a save offer at `at` and, if the offer
-    /// saves them (see ``OfferRedemption``), replaces the timeline from `at` on. A subscription
-    /// already saved keeps its timeline (one save per subscription).
+    /// saves them (see ``OfferRedemption``), replaces the timeline from `at` on (refund requests
+    /// and decisions after `at` go with it). A subscription already saved keeps its timeline
+    /// (one save per subscription).
     public func redeemOffer(_ i: Int, at: Int64, effect: Double) -> OfferRedemption {
         revisions.withLock { rev in
             let current = rev.timelines[i].map { $0[...] } ?? generatedTimeline(i)
@@ -37,9 +41,12 @@ extension Population {
             let original = SubscriptionState.fold(generatedTimeline(i), at: periodEnd, catalog: catalog)
             let wouldHaveStayed = eligible && original.status != 2 && original.status != 5
             var draw = SimRandom(config.seed, UInt64(i), 41)
-            let saved = eligible && rev.timelines[i] == nil && draw.chance(effect)
+            let saved = eligible && !rev.savedByOffer.contains(i) && draw.chance(effect)
             if saved {
                 rev.timelines[i] = savedTimeline(current, state: s, at: at)
+                rev.savedByOffer.insert(i)
+                // Answers to refund requests from now on work on the saved timeline.
+                rev.consumption.originals = rev.consumption.originals.filter { $0.key.subscriber != i }
             }
             let r = OfferRedemption(subscriber: i, at: at, eligible: eligible, saved: saved, wouldHaveStayed: wouldHaveStayed)
             rev.redemptions.append(r)

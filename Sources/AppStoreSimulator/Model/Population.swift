@@ -1,16 +1,18 @@
 import Synchronization
 
 /// Every simulated subscription and its timeline, generated once from a ``PopulationConfig``.
-/// Immutable after generation except for redeemed offers (``redeemOffer(_:at:effect:)``), which
-/// replace a timeline from the redemption on, under a lock; shared freely across threads.
+/// Immutable after generation except for redeemed offers (``redeemOffer(_:at:effect:)``) and
+/// answers to refund requests (``answerConsumption(_:transaction:at:info:effect:)``), which
+/// replace a timeline from a moment on, under a lock; shared freely across threads.
 public final class Population: Sendable {
     public let config: PopulationConfig
     public let catalog: Catalog
     public let records: [SubscriberRecord]
     /// All timelines, back to back; a record's range points into it.
     let events: [TimelineEvent]
-    /// Timelines changed by redeemed offers (they replace the generated ones), and the redemptions.
-    let revisions = Mutex(OfferRevisions())
+    /// Timelines changed by redeemed offers or answers (they replace the generated ones), the
+    /// redemptions and the answers.
+    let revisions = Mutex(TimelineRevisions())
 
     /// Base of the numeric ids: subscription i owns `base + i*1000 ..< base + i*1000 + 1000`.
     public static let originalIdBase: Int64 = 200_000_000_000_000

@@ -19,6 +19,10 @@ public struct PopulationConfig: Sendable, Hashable {
     public var receiptShare: Double = 0.10
     /// Share of billing failures that get a Billing Grace Period.
     public var graceShare: Double = 0.5
+    /// Share of refunds that a refund request (`CONSUMPTION_REQUEST`) precedes, 14–60 h before.
+    public var consumptionRequestShare: Double = 0.6
+    /// Probability per paid period of a refund request that Apple declines (`REFUND_DECLINED`).
+    public var refundDeclinedRate: Double = 0.004
     /// Every subscriber in Sandbox (an app under test) instead of the ``sandboxShare`` mix.
     public var allSandbox: Bool = false
     public var bundleId: String = "com.example.churnwatch"

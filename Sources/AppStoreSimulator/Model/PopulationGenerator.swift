@@ -44,7 +44,9 @@ struct PopulationGenerator {
         let record = SubscriberRecord(
             firstEvent: 0, eventCount: 0, partner: paired ? Int32(i ^ 1) : -1, group: UInt8(group),
             flags: flags, storefront: storefront)
-        return (record, timeline(&rng, group: group, family: flags.contains(.familyShared)))
+        let family = flags.contains(.familyShared)
+        let events = timeline(&rng, group: group, family: family)
+        return (record, RefundRequestGenerator(generator: self).add(to: events, subscriber: i, family: family))
     }
 
     /// The timeline of one subscription: period after period until the horizon (or an end),

@@ -32,6 +32,10 @@ public enum TruthEventKind: String, Sendable, Hashable, CaseIterable {
     case priceIncreasePending = "price_increase_pending"
     case priceIncreaseAccepted = "price_increase_accepted"
     case resubscribed
+    /// A refund request Apple asked the app about (`CONSUMPTION_REQUEST`); no change of state.
+    case refundRequested = "refund_requested"
+    /// Apple declined a refund request (`REFUND_DECLINED`); no change of state.
+    case refundDeclined = "refund_declined"
 }
 
 /// A true change in a subscription's life, at the moment it happened.

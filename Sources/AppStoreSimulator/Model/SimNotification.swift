@@ -54,6 +54,8 @@ public enum NotificationTypes {
         case .refund: ("REFUND", nil)
         case .refundReversed: ("REFUND_REVERSED", nil)
         case .familyRevoke: ("REVOKE", nil)
+        case .consumptionRequest: ("CONSUMPTION_REQUEST", nil)
+        case .refundDeclined: ("REFUND_DECLINED", nil)
         }
     }
 
@@ -98,17 +100,38 @@ extension Population {
         return SimNotification(subscriber: i, eventIndex: k, time: e.time, type: type, subtype: subtype)
     }
 
+    /// What the draws of change `k` of subscription `i` (notified, UUID, delivery) are labelled
+    /// with: its position among the subscription's changes that are no refund request; refund
+    /// requests and declines count apart, from 2^32. Adding them moves no other notification.
+    func notificationKey(_ i: Int, _ k: Int) -> UInt64 {
+        let tl = timeline(i)
+        var requests = 0
+        for e in tl.prefix(k) where e.isRefundRequest { requests += 1 }
+        return Self.notificationKey(tl[tl.startIndex + k], position: k, requestsBefore: requests)
+    }
+
+    private static func notificationKey(_ e: TimelineEvent, position k: Int, requestsBefore requests: Int) -> UInt64 {
+        e.isRefundRequest ? (1 << 32) + UInt64(requests) : UInt64(k - requests)
+    }
+
+    /// Whether the change whose draws are labelled `key` produced a notification.
+    private func isNotified(_ i: Int, key: UInt64, options: NotificationOptions) -> Bool {
+        guard options.hasURL else { return false }
+        guard options.unnotifiedShare > 0 else { return true }
+        var r = SimRandom(config.seed, UInt64(i), key, 41)
+        return !r.chance(options.unnotifiedShare)
+    }
+
     /// Whether the `k`-th change of subscription `i` produced a notification.
     public func isNotified(_ i: Int, _ k: Int, options: NotificationOptions) -> Bool {
         guard options.hasURL else { return false }
         guard options.unnotifiedShare > 0 else { return true }
-        var r = SimRandom(config.seed, UInt64(i), UInt64(k), 41)
-        return !r.chance(options.unnotifiedShare)
+        return isNotified(i, key: notificationKey(i, k), options: options)
     }
 
     /// The notification's `notificationUUID`: the same for the same seed, subscription and change.
     public func notificationUUID(_ i: Int, _ k: Int) -> String {
-        var r = SimRandom(config.seed, UInt64(i), UInt64(k), 42)
+        var r = SimRandom(config.seed, UInt64(i), notificationKey(i, k), 42)
         let a = r.next(), b = r.next()
         func hex(_ v: UInt64, _ digits: Int) -> String {
             let s = String(v, radix: 16)
@@ -122,7 +145,7 @@ extension Population {
     public func sendAttempts(_ i: Int, _ k: Int, at time: Int64, now: Int64, options: NotificationOptions)
         -> [SimSendAttempt]
     {
-        var r = SimRandom(config.seed, UInt64(i), UInt64(k), 43)
+        var r = SimRandom(config.seed, UInt64(i), notificationKey(i, k), 43)
         guard options.failedDeliveryShare > 0, r.chance(options.failedDeliveryShare) else {
             return [SimSendAttempt(date: time, result: "SUCCESS")]
         }
@@ -139,6 +162,12 @@ extension Population {
     /// Every change of subscription `i` that produced a notification, in timeline order.
     public func notifiedChanges(_ i: Int, options: NotificationOptions) -> [Int] {
         guard options.hasURL else { return [] }
-        return (0..<timeline(i).count).filter { isNotified(i, $0, options: options) }
+        var out: [Int] = []
+        var requests = 0
+        for (k, e) in timeline(i).enumerated() {
+            if isNotified(i, key: Self.notificationKey(e, position: k, requestsBefore: requests), options: options) { out.append(k) }
+            if e.isRefundRequest { requests += 1 }
+        }
+        return out
     }
 }

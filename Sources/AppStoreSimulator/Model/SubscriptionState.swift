@@ -111,6 +111,8 @@ public struct SubscriptionState: Sendable, Hashable {
     mutating func apply(
         _ e: TimelineEvent, catalog: Catalog, transactions: inout [SimTransaction]?, truth: Bool
     ) -> [TruthItem] {
+        // A refund request and its decline change nothing (no version, no segment).
+        guard !e.isRefundRequest else { return truth ? refundRequestTruth(e) : [] }
         version += 1
         at = e.time
         let out: [TruthItem]
@@ -124,6 +126,8 @@ public struct SubscriptionState: Sendable, Hashable {
         case .autoRenewOff, .autoRenewOn, .planChangeScheduled, .planChangeCancelled, .priceIncreaseNotified,
              .priceIncreaseAccepted:
             out = applyRenewalChoice(e, catalog: catalog, truth: truth)
+        case .consumptionRequest, .refundDeclined:
+            out = []  // returned above
         }
         let seg = segment(at: e.time)
         if seg != segment || version == 1 {
@@ -244,6 +248,16 @@ public struct SubscriptionState: Sendable, Hashable {
             ("revocation_reason", .int(Int64(rev.reason))), ("revocation_type", .string(rev.type)),
             ("transaction_index", .int(Int64(latest.index))),
         ])]
+    }
+
+    /// The true event of a refund request (`refund_requested` [reason, transaction, answer
+    /// deadline]) or its decline (`refund_declined` [transaction]), about the latest transaction.
+    private func refundRequestTruth(_ e: TimelineEvent) -> [TruthItem] {
+        let txid: TruthDetail = ("transaction_index", .int(Int64(latest.index)))
+        guard e.kind == .consumptionRequest else { return [(.refundDeclined, [txid])] }
+        let reason = ConsumptionRequestReason(rawValue: e.a)?.apple ?? "OTHER"
+        let deadline = SimTime.format(e.time + SimRefundRequest.answerWindow)
+        return [(.refundRequested, [("reason", .string(reason)), txid, ("deadline", .string(deadline))])]
     }
 
     /// A choice about the next renewal: auto-renew, a plan change, a price increase.

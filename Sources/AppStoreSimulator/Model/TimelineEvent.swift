@@ -33,6 +33,13 @@ public struct TimelineEvent: Sendable, Hashable {
         /// A price increase was announced. `a` 1 needs consent, 0 no consent needed.
         case priceIncreaseNotified
         case priceIncreaseAccepted
+        /// The customer asked Apple for a refund of the latest transaction, and Apple asks the app
+        /// for consumption information (`CONSUMPTION_REQUEST`). `a` reason
+        /// (``ConsumptionRequestReason``), `d` seconds until Apple decides: a `refund` or a
+        /// `refundDeclined` at exactly that moment. Changes no state.
+        case consumptionRequest
+        /// Apple declined a refund request (`REFUND_DECLINED`). Changes no state.
+        case refundDeclined
     }
 
     /// Milliseconds since 1970.
@@ -52,11 +59,35 @@ public struct TimelineEvent: Sendable, Hashable {
         self.d = d
     }
 
+    /// A refund request or its decline: a notification and a truth event, no change of state.
+    public var isRefundRequest: Bool { kind == .consumptionRequest || kind == .refundDeclined }
+
     /// Whether this event creates a transaction.
     public var createsTransaction: Bool {
         switch kind {
         case .purchase, .renewal, .recovery, .upgrade, .resubscribe: true
         default: false
+        }
+    }
+}
+
+/// Why a customer asked for a refund (`consumptionRequestReason`), as stored in a
+/// ``TimelineEvent/Kind/consumptionRequest``'s `a`.
+public enum ConsumptionRequestReason: UInt8, Sendable, CaseIterable {
+    case unintendedPurchase = 1
+    case fulfillmentIssue
+    case unsatisfiedWithPurchase
+    case legal
+    case other
+
+    /// Apple's value.
+    public var apple: String {
+        switch self {
+        case .unintendedPurchase: "UNINTENDED_PURCHASE"
+        case .fulfillmentIssue: "FULFILLMENT_ISSUE"
+        case .unsatisfiedWithPurchase: "UNSATISFIED_WITH_PURCHASE"
+        case .legal: "LEGAL"
+        case .other: "OTHER"
         }
     }
 }

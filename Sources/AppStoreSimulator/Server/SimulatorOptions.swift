@@ -46,6 +46,9 @@ public struct SimulatorOptions: Sendable {
     /// Probability that a customer who redeems a save offer (`POST /_sim/offers/redeem`) with
     /// auto-renew off is saved (drawn once per subscription from the seed).
     public var offerEffect = 0.0
+    /// Probability that an answer in time to a refund request turns Apple's decision the way
+    /// its `refundPreference` asks (drawn once per request from the seed).
+    public var consumptionAnswerEffect = 0.5
 
     public init() {}
 }

@@ -64,6 +64,8 @@ extension SimulatorService {
                 at = t
             }
             return .json(200, TruthReport.truth(population, at: at, fault: { self.fault($0)?.rawValue }))
+        case ("GET", "/_sim/truth/consumption"):
+            return consumptionTruth(q) ?? bad("from and to want ISO 8601 times")
         case ("POST", "/_sim/truth/at"):
             return truthAt(req) ?? bad("POST /_sim/truth/at wants [{\"original_transaction_id\": ID, \"at\": ISO8601}, ...]")
         case ("GET", "/_sim/events"):
@@ -78,16 +80,7 @@ extension SimulatorService {
             }
             return .json(200, TruthReport.events(population, from: from, to: to, notification: notificationUUID(of:)))
         case ("GET", "/_sim/info"):
-            var w = JSONWriter()
-            w.beginObject()
-            w.int("subscribers", Int64(population.count))
-            w.string("seed", String(population.config.seed))
-            w.date("start", population.config.start)
-            w.date("now", clock.now())
-            w.string("bundle_id", population.config.bundleId)
-            w.int("app_apple_id", population.config.appAppleId)
-            w.endObject()
-            return .json(200, w.bytes)
+            return info()
         case ("POST", "/_sim/offers/redeem"):
             return redeemOffer(req) ?? bad(
                 "POST /_sim/offers/redeem wants {\"original_transaction_id\": ID, \"at\": ISO8601 at or after the clock}")
@@ -104,6 +97,20 @@ extension SimulatorService {
         default:
             return SimResponse(status: 404)
         }
+    }
+
+    /// `GET /_sim/info`: the population and the clock.
+    private func info() -> SimResponse {
+        var w = JSONWriter()
+        w.beginObject()
+        w.int("subscribers", Int64(population.count))
+        w.string("seed", String(population.config.seed))
+        w.date("start", population.config.start)
+        w.date("now", clock.now())
+        w.string("bundle_id", population.config.bundleId)
+        w.int("app_apple_id", population.config.appAppleId)
+        w.endObject()
+        return .json(200, w.bytes)
     }
 
     private struct TruthAtQuery: Decodable {

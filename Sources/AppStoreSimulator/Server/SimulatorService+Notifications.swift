@@ -10,6 +10,8 @@ struct NotificationPayloadV2: Encodable {
         var signedRenewalInfo: String
         var signedTransactionInfo: String
         var status: Int32
+        /// `CONSUMPTION_REQUEST` only: why the customer asked for a refund.
+        var consumptionRequestReason: String?
     }
 
     var notificationType: String
@@ -54,6 +56,7 @@ extension SimulatorService {
     public func signedNotification(_ i: Int, _ k: Int) -> String {
         let tl = population.timeline(i)
         let n = population.notification(i, k)
+        let e = tl[tl.startIndex + k]
         let s = SubscriptionState.fold(tl[tl.startIndex...tl.startIndex + k], at: n.time, catalog: population.catalog)
         let tx = population.transactionPayload(i, s.latest, originalPurchaseDate: s.originalPurchaseDate, signedAt: n.time)
         let renewal = population.renewalPayload(i, s)
@@ -64,7 +67,8 @@ extension SimulatorService {
             environment: population.environment(i),
             signedRenewalInfo: jws(i, payload: payloadBytes(i, renewal: renewal)),
             signedTransactionInfo: jws(i, payload: payloadBytes(i, transaction: tx)),
-            status: s.status)
+            status: s.status,
+            consumptionRequestReason: e.kind == .consumptionRequest ? ConsumptionRequestReason(rawValue: e.a)?.apple : nil)
         let payload = NotificationPayloadV2(
             notificationType: n.type, subtype: n.subtype, notificationUUID: population.notificationUUID(i, k),
             signedDate: n.time, data: data)

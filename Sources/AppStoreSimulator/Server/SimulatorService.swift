@@ -83,6 +83,9 @@ public final class SimulatorService: Sendable {
             return ("notification_history", "")
         }
         if parts.count == 6, parts[2] == "v2", parts[3] == "refund", parts[4] == "lookup" { return ("refund_lookup", parts[5]) }
+        if parts.count == 6, parts[2] == "v2", parts[3] == "transactions", parts[4] == "consumption" {
+            return ("consumption", parts[5])
+        }
         return ("other", nil)
     }
 
@@ -155,6 +158,7 @@ public final class SimulatorService: Sendable {
             case "transactions": response = try transactionInfo(id: id, env: req.environment, now: now)
             case "refund_lookup": response = try refunds(id: id, query: req.query, env: req.environment, now: now)
             case "notification_history": response = try notificationHistory(req, now: now)
+            case "consumption": response = try sendConsumption(req, id: id, now: now)
             default: throw AppleError(404, 4_040_000, "Not found.")
             }
         } catch {
