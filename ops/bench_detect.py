@@ -140,7 +140,9 @@ class Run:
             self.meta = json.load(f)
         self.lo, self.hi = parse(self.meta["from"]), parse(self.meta["to"])
         with open(os.path.join(path, "events.json")) as f:
-            events = [Change(e) for e in json.load(f)["events"]]
+            # The event log's vocabulary: a refund request or Apple's refusal of one is no churn
+            # event (churnwatch records it in refund_requests, checked apart).
+            events = [Change(e) for e in json.load(f)["events"] if e["event"] in KINDS]
         events.sort(key=lambda c: c.t)
         self.changes = [c for c in events if self.lo < c.t <= self.hi]
         later = [c for c in events if c.t > self.lo]  # up to TO + 10 minutes, for vanished risks
