@@ -88,7 +88,7 @@ struct RefundRequestsCLITests {
     @Test("three days of hourly syncs: every consented request answered once, in time, with the policy's body; none for the others; Apple's decisions, churnwatch refunds and the metrics agree")
     func answeredOnceInTime() async throws {
         let world = try await E2E.World.make(subscribers: 2500, seed: 23, simFlags: [
-            "--consumption-request-share", "1", "--refund-declined-rate", "0.05",
+            "--consumption-request-share", "1", "--refund-declined-rate", "0.2",
         ], populationLead: 45 * Self.day)
         defer { world.close() }
         let db = try world.connect()
@@ -130,7 +130,7 @@ struct RefundRequestsCLITests {
         }
         print("refund requests: \(requests.count) in the window, \(answered) answered, \(silent) without consent, over \(syncs) syncs")
         #expect(problems.isEmpty, "\(problems.prefix(10))")
-        #expect(answered >= 10 && silent >= 3, "too few requests to mean anything: \(answered) answered, \(silent) silent")
+        #expect(answered >= 5 && silent >= 2, "too few requests to mean anything: \(answered) answered, \(silent) silent")
 
         // Apple's decisions as churnwatch recorded them, against the truth's (decided by the last sync).
         for r in requests where r.notified {
@@ -145,6 +145,26 @@ struct RefundRequestsCLITests {
         let counts = try JSONSerialization.jsonObject(with: Data(json.stdout.split(separator: "\n").first.map(String.init)?.utf8 ?? "".utf8)) as? [String: Any]
         #expect(counts?["answered_in_time"] as? Int == answered, "\(json.stdout.prefix(300))")
         #expect(counts?["requests"] as? Int == requests.filter(\.notified).count)
+
+        // The nightly run's metrics file: the last 24 hours' requests by what became of them.
+        let dir = try MetricsTests.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let path = dir.appendingPathComponent("churnwatch.prom").path
+        try world.sim.setClock(E2E.iso(end))
+        let night = try await CLIRunner.run(["run", "--as-of", E2E.iso(end), "--status-rate", "5000", "--history-rate", "5000",
+                                             "--metrics-file", path], environment: env)
+        #expect(night.status == 0, "\(night.stderr.suffix(300))")
+        let exposition = try PrometheusText.parse(try String(contentsOfFile: path, encoding: .utf8))
+        let since = end.addingTimeInterval(-Self.day)
+        for (outcome, sql) in [("answered", "state = 'answered'"), ("expired", "policy_branch = 'expired'"), ("failed", "state = 'failed'")] {
+            let n = try db.query(PostgresQuery(stringLiteral: """
+                SELECT count(*) FROM churnwatch.refund_requests WHERE \(sql)
+                AND requested_at >= '\(E2E.iso(since))' AND requested_at < '\(E2E.iso(end))'
+                """))[0].decode(Int.self, at: 0)
+            #expect(exposition.value("churnwatch_refund_requests_24h", ["outcome": outcome]) == Double(n), "\(outcome)")
+        }
+        #expect(exposition.value("churnwatch_refund_requests_24h", ["outcome": "expired"]) == 0, "hourly syncs let none expire")
+        #expect((exposition.value("churnwatch_refund_requests_24h", ["outcome": "answered"]) ?? 0) > 0, "nothing to compare in the last day")
     }
 
     /// How much of its period had passed when the customer asked, from the transaction churnwatch stored.
@@ -170,8 +190,16 @@ struct RefundRequestsCLITests {
         let first = try await CLIRunner.run(["notifications", "sync", "--as-of", E2E.iso(start)], environment: env)
         #expect(first.status == 0, "\(first.stderr.suffix(400))")
         let consent = try Self.writeConsent(db)
-        // Eleven hours without a sync: the requests pile up, the oldest an hour from its deadline.
-        let late = start.addingTimeInterval(11 * Self.hour)
+        // Hourly syncs for half a day, then eleven hours without one: the requests pile up, the
+        // oldest an hour from its deadline.
+        for hours in 1...12 {
+            let t = start.addingTimeInterval(Double(hours) * Self.hour)
+            try world.sim.setClock(E2E.iso(t))
+            let r = try await CLIRunner.run(["notifications", "sync", "--as-of", E2E.iso(t)], environment: env)
+            #expect(r.status == 0 || r.status == 75, "sync at +\(hours) h: \(r.status) \(r.stderr.suffix(300))")
+        }
+        let quiet = start.addingTimeInterval(12 * Self.hour)
+        let late = quiet.addingTimeInterval(11 * Self.hour)
         try world.sim.setClock(E2E.iso(late))
         let args = ["notifications", "sync", "--as-of", E2E.iso(late)]
         let scratch = world.db
@@ -194,7 +222,7 @@ struct RefundRequestsCLITests {
             let r = try await CLIRunner.run(["notifications", "sync", "--as-of", E2E.iso(t)], environment: env)
             #expect(r.status == 0 || r.status == 75, "sync at +\(minutes) min: \(r.status) \(r.stderr.suffix(300))")
         }
-        let requests = try Self.truth(world.sim, from: start.addingTimeInterval(-Self.hour), to: late)
+        let requests = try Self.truth(world.sim, from: quiet, to: late)
         var answered = 0, repeated = 0
         for r in requests where r.notified {
             guard case .some(.some) = consent[r.original_transaction_id] else {
@@ -205,12 +233,13 @@ struct RefundRequestsCLITests {
             #expect(!r.answers.isEmpty, "\(r.transaction_id) (requested \(r.requested_at)) never answered")
             let allInTime = r.answers.allSatisfy { $0.in_time }
             #expect(allInTime, "\(r.transaction_id) answered late")
-            #expect(Set(r.answers.map { "\($0.body)" }).count <= 1, "\(r.transaction_id): different bodies \(r.answers.map(\.body))")
+            let sameBody = r.answers.allSatisfy { $0.body == r.answers[0].body }
+            #expect(sameBody, "\(r.transaction_id): different bodies \(r.answers.map(\.body))")
             answered += r.answers.isEmpty ? 0 : 1
             repeated += max(0, r.answers.count - 1)
         }
         print("killed mid-answer: \(answered) requests answered, \(repeated) answered twice (sent before the kill, recorded after)")
-        #expect(answered >= 4, "too few requests to mean anything: \(answered)")
+        #expect(answered >= 2, "too few requests to mean anything: \(answered)")
         #expect(repeated <= 1, "only the request in flight at the kill may be sent twice: \(repeated)")
         let stats = try JSONSerialization.jsonObject(with: try world.sim.request("GET", "/_sim/stats")) as? [String: Any]
         #expect((stats?["rate_limited"] as? Int ?? 0) > 0, "no 429 at all: not a storm")
