@@ -162,7 +162,7 @@ let package = Package(
             dependencies: ["Postgres", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(name: "ChurnModelTests", dependencies: ["ChurnModel", "AppStoreModels"]),
-        .testTarget(name: "ChurnReportTests", dependencies: ["ChurnReport"]),
+        .testTarget(name: "ChurnReportTests", dependencies: ["ChurnReport", "ChurnModel"]),
         .testTarget(
             name: "AppStoreServerAPITests",
             dependencies: [

@@ -1,3 +1,5 @@
+import ChurnModel
+
 /// Panel 8: Apple's refund requests in the window: answered in time or not, and what Apple
 /// decided, by the policy's branch (docs/contracts.md "Refund requests").
 enum RefundsPanel {
@@ -23,7 +25,7 @@ enum RefundsPanel {
             table.add(b.branch, [Format.count(b.requests), Format.count(b.refunded), Format.count(b.declined),
                                  Format.count(max(b.requests - b.refunded - b.declined, 0))])
         }
-        let refunded = rows.reduce(0) { $0 + $1.refunded }, declined = rows.reduce(0) { $0 + $1.declined }
+        let (refunded, declined) = (r.refunded, r.declined)
         table.footer = ("total", [Format.count(r.requests), Format.count(refunded), Format.count(declined),
                                   Format.count(max(r.requests - refunded - declined, 0))])
         let lead: HTML = """

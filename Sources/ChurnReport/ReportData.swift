@@ -1,3 +1,4 @@
+import ChurnModel
 import Foundation
 
 /// Everything `churnwatch report` shows, aggregated in SQL by `ChurnStore.reportData` and
@@ -33,7 +34,7 @@ public struct ReportData: Sendable, Equatable {
     /// The newest runs (at most 10), newest first.
     public var runs: [RunRow] = []
     /// Apple's refund requests signed in the window, answered and decided (`refund_requests`).
-    public var refunds = Refunds()
+    public var refunds = RefundSummary()
 
     public init(asOf: Date, days: Int) {
         self.asOf = asOf
@@ -207,30 +208,6 @@ public struct ReportData: Sendable, Equatable {
             self.calls = calls
             self.http429 = http429
             self.durationSeconds = durationSeconds
-        }
-    }
-
-    /// Refund requests by policy branch ("pending": not decided yet), with Apple's decisions.
-    public struct Refunds: Sendable, Equatable {
-        public var requests = 0
-        public var answeredInTime = 0
-        public var notSent = 0
-        public var failed = 0
-        public var open = 0
-        public var byBranch: [RefundBranchRow] = []
-        public init() {}
-    }
-
-    public struct RefundBranchRow: Sendable, Equatable {
-        public var branch: String
-        public var requests: Int
-        public var refunded: Int
-        public var declined: Int
-        public init(branch: String, requests: Int, refunded: Int, declined: Int) {
-            self.branch = branch
-            self.requests = requests
-            self.refunded = refunded
-            self.declined = declined
         }
     }
 }

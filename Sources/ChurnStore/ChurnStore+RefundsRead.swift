@@ -37,10 +37,7 @@ extension ChurnStore {
     /// The report's panel: the requests signed in its window.
     static func reportRefunds(_ db: PostgresConnection, _ data: inout ReportData) throws {
         let until = data.asOf
-        let s = try refundSummary(db, since: until.addingTimeInterval(-86_400 * Double(max(data.days, 1))), until: until)
-        data.refunds.requests = s.requests
-        (data.refunds.answeredInTime, data.refunds.notSent, data.refunds.failed, data.refunds.open) = (s.answeredInTime, s.notSent, s.failed, s.open)
-        data.refunds.byBranch = s.byBranch.map { .init(branch: $0.branch, requests: $0.requests, refunded: $0.refunded, declined: $0.declined) }
+        data.refunds = try refundSummary(db, since: until.addingTimeInterval(-86_400 * Double(max(data.days, 1))), until: until)
     }
 
     static func refundSummary(_ db: PostgresConnection, since: Date, until: Date) throws -> RefundSummary {

@@ -29,6 +29,7 @@ enum ReportFixtures {
         data.revenue = .init(rows: [.init(segment: "will_not_renew", currency: "USD", subscriptions: 118, milliunits: 1_178_820)])
         data.refunds.requests = 12
         (data.refunds.answeredInTime, data.refunds.notSent, data.refunds.failed, data.refunds.open) = (8, 4, 0, 0)
+        (data.refunds.refunded, data.refunds.declined) = (4, 3)
         data.refunds.byBranch = [.init(branch: "decline_consumed", requests: 5, refunded: 1, declined: 3),
                                  .init(branch: "no_consent", requests: 4, refunded: 1, declined: 0),
                                  .init(branch: "no_preference", requests: 3, refunded: 2, declined: 0)]

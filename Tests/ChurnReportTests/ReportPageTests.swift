@@ -1,4 +1,5 @@
 @testable import ChurnReport
+import ChurnModel
 import Foundation
 import Testing
 
@@ -58,7 +59,7 @@ struct ReportPageTests {
         #expect(page.contains("<th scope=\"row\">decline_consumed</th><td class=\"num\">5</td><td class=\"num\">1</td><td class=\"num\">3</td><td class=\"num\">1</td>"))
         #expect(page.contains("<th scope=\"row\">total</th><td class=\"num\">12</td><td class=\"num\">4</td><td class=\"num\">3</td><td class=\"num\">5</td>"))
         var none = ReportFixtures.week()
-        none.refunds = ReportData.Refunds()
+        none.refunds = RefundSummary()
         #expect(ReportPage.render(none).contains("No refund request in the last \(none.days) days."))
     }
 
