@@ -51,7 +51,9 @@ extension ChurnStore {
     /// ones, and ones whose sender's lease ran out (a sync killed mid-answer). Each becomes
     /// `sending` until `now + lease`, so a sync beside this one skips it. Requests whose deadline
     /// passed unanswered are first recorded as not sent (`expired`).
-    public func refundRequestsClaim(now: Date, limit: Int, lease: TimeInterval) async throws
+    /// `excluding`: requests this pass already tried (one left pending after a temporary
+    /// failure waits for the next sync, not for the next claim of the same pass).
+    public func refundRequestsClaim(now: Date, limit: Int, lease: TimeInterval, excluding: [UUID] = []) async throws
         -> (expired: Int, claimed: [ClaimedRefundRequest]) {
         try await pool.withTransaction { db in
             let expired = try db.execute("""
@@ -62,6 +64,7 @@ extension ChurnStore {
                 WITH due AS (
                     SELECT notification_uuid FROM churnwatch.refund_requests
                     WHERE state IN ('pending', 'sending') AND deadline > \(now) AND (state = 'pending' OR lease_until <= \(now))
+                      AND NOT (notification_uuid = ANY(\(excluding)::uuid[]))
                     ORDER BY deadline, notification_uuid LIMIT \(limit) FOR UPDATE SKIP LOCKED)
                 UPDATE churnwatch.refund_requests r SET state = 'sending', attempts = r.attempts + 1,
                        lease_until = \(now.addingTimeInterval(lease))

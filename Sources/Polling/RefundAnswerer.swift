@@ -52,10 +52,13 @@ public struct RefundAnswerer: Sendable {
     /// judged by (the run's moment, moving on); `shouldStop` is asked between requests.
     public func answerOpen(now: @Sendable () -> Date, shouldStop: @Sendable () -> String? = { nil }) async throws -> RefundAnswerSummary {
         var summary = RefundAnswerSummary()
+        // Each request at most once a pass: one left pending (a 5xx, a timeout) waits for the next sync.
+        var tried: [UUID] = []
         while summary.stopped == nil {
-            let (expired, claimed) = try await store.refundRequestsClaim(now: now(), limit: batchSize, lease: lease)
+            let (expired, claimed) = try await store.refundRequestsClaim(now: now(), limit: batchSize, lease: lease, excluding: tried)
             summary.expired += expired
             guard !claimed.isEmpty else { break }
+            tried += claimed.map(\.notificationUUID)
             for request in claimed {
                 if summary.stopped == nil, let reason = shouldStop() { summary.stopped = reason }
                 if let reason = summary.stopped {

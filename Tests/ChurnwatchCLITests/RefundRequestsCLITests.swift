@@ -247,4 +247,47 @@ struct RefundRequestsCLITests {
         let stillOpen = try open[0].decode(Int.self, at: 0)
         #expect(stillOpen == 0)
     }
+
+    @Test("Apple unreachable when the answers go out: each open request is tried once by that sync and stays pending, and the next sync answers it in time")
+    func unreachableThenAnswered() async throws {
+        let world = try await E2E.World.make(subscribers: 1200, seed: 29, simFlags: [
+            "--consumption-request-share", "1", "--refund-declined-rate", "0.3",
+        ], populationLead: 45 * Self.day)
+        defer { world.close() }
+        let db = try world.connect()
+        let env = world.env.merging(["CHURNWATCH_NOTIFICATIONS_LOOKBACK": "1d"]) { _, new in new }
+        let start = E2E.start
+        try world.sim.setClock(E2E.iso(start))
+        #expect(try await CLIRunner.run(["notifications", "sync", "--as-of", E2E.iso(start)], environment: env).status == 0)
+        let consent = try Self.writeConsent(db)
+        // A day's requests read but not answered (answers off), then a sync whose Apple is gone.
+        let read = start.addingTimeInterval(23 * Self.hour)
+        try world.sim.setClock(E2E.iso(read))
+        let recorded = try await CLIRunner.run(["notifications", "sync", "--as-of", E2E.iso(read), "--refund-answers", "off"], environment: env)
+        #expect(recorded.status == 0, "\(recorded.stderr.suffix(300))")
+        let gone = env.merging(["APPSTORE_BASE_URL": "http://127.0.0.1:9", "APPSTORE_SANDBOX_BASE_URL": "http://127.0.0.1:9",
+                                "APPSTORE_MAX_ATTEMPTS": "2", "APPSTORE_MAX_RETRY_WAIT": "2"]) { _, new in new }
+        let down = try await CLIRunner.run(["notifications", "sync", "--as-of", E2E.iso(read.addingTimeInterval(600)), "--max-duration", "120s"],
+                                           environment: gone)
+        #expect(down.status == 75, "\(down.status): \(down.stderr.suffix(300))")
+        let open = try db.query("""
+            SELECT original_transaction_id, attempts, last_error IS NOT NULL FROM churnwatch.refund_requests
+            WHERE state = 'pending' AND deadline > \(read.addingTimeInterval(1200))
+            """).map { (try $0.decode(String.self, at: 0), try $0.decode(Int.self, at: 1), try $0.decode(Bool.self, at: 2)) }
+        let consented = open.filter { consent[$0.0].map { $0 != nil } ?? false }
+        #expect(consented.count >= 2, "too few open consented requests to mean anything: \(open)")
+        for (otid, attempts, hasError) in consented {
+            #expect(attempts == 1 && hasError, "\(otid): \(attempts) attempts by the sync that could not reach Apple")
+        }
+        // Apple is back: the next sync answers each of them once, in time.
+        let back = read.addingTimeInterval(1200)
+        try world.sim.setClock(E2E.iso(back))
+        let r = try await CLIRunner.run(["notifications", "sync", "--as-of", E2E.iso(back)], environment: env)
+        #expect(r.status == 0, "\(r.stderr.suffix(300))")
+        let truth = Dictionary(try Self.truth(world.sim, from: start, to: read).map { ($0.original_transaction_id, $0) }) { a, _ in a }
+        for (otid, _, _) in consented {
+            let answers = truth[otid]?.answers ?? []
+            #expect(answers.count == 1 && answers.allSatisfy { $0.in_time }, "\(otid): \(answers.count) answers")
+        }
+    }
 }
