@@ -21,7 +21,7 @@ import urllib.request
 import datetime as dt
 
 KEPT_FOREVER = {"subscriptions", "subscription_segments", "churn_events", "segment_daily", "winback_queue", "runs",
-                "offers", "notification_feed", "api_budget", "schema_migrations"}
+                "offers", "notification_feed", "api_budget", "schema_migrations", "refund_requests", "refund_consent"}
 CHECKPOINTS = [30, 90, 180, 365]
 
 
@@ -147,6 +147,17 @@ def experiment(bin_dir, sim, night0, nights, url_prune, url_keep, subs):
         print(f"run_ms_per_due_30={per_due(early_nights):.2f}")
         print(f"run_ms_per_due_{nights}={per_due(late_nights):.2f}")
         print(f"run_ms_per_due_{nights}_over_30={per_due(late_nights) / per_due(early_nights):.3f}")
+    # What the nights polled, by reason (the never-pruned database keeps every run's items).
+    for label, ns in (("30", early_nights), (str(nights), list(late_nights))):
+        if not ns:
+            continue
+        days = ",".join(f"'{iso(night0 + dt.timedelta(days=n - 1))}'" for n in ns)
+        r = subprocess.run(["psql", url_keep, "-XqAt", "-c",
+                            "SELECT string_agg(reason || ':' || round(n::numeric / " + str(len(ns)) + ", 1), ',' ORDER BY reason) FROM "
+                            "(SELECT i.reason, count(*) AS n FROM churnwatch.run_items i JOIN churnwatch.runs r ON r.id = i.run_id "
+                            f"WHERE r.kind = 'nightly' AND r.as_of IN ({days}) GROUP BY 1) AS x"],
+                           capture_output=True, text=True, check=True)
+        print(f"due_by_reason_{label}={r.stdout.strip()}")
     if 30 in probes and nights in probes and nights != 30:
         # The same work at night 30 and at the last night: what the tables' size costs a run.
         for label in ("", "_no_prune"):
