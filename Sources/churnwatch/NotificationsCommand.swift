@@ -73,8 +73,9 @@ struct NotificationsSyncCommand: AsyncParsableCommand {
                                       grace: try parseDurationSetting("--shutdown-grace", shutdownGrace))
             let signals = SignalHandler { stop.request("signal") }
             defer { signals.cancel() }
+            let refundPolicy = try refundOptions.validated()
             let context = try await FeedContext.open(global: global, apple: apple, options: feedOptions, asOf: at, logger: logger)
-            let answerer = try refundOptions.answerer(client: context.client, store: context.store, logger: logger)
+            let answerer = RefundOptions.answerer(refundPolicy, client: context.client, store: context.store, logger: logger)
             let locks = context.store.runLocksOpen(logger: logger)
             guard try await locks.take(ChurnStore.feedLockKey, name: "feed") else {
                 await locks.close()

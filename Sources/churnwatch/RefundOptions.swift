@@ -27,13 +27,17 @@ struct RefundOptions: ParsableArguments {
         return RefundAnswerPolicy(declineAfterShare: share)
     }
 
-    /// The answerer, or nil when answering is off. Settings are checked either way.
-    func answerer(client: AppStoreServerAPIClient, store: ChurnStore, logger: Logger,
-                  _ env: [String: String] = ProcessInfo.processInfo.environment) throws -> RefundAnswerer? {
+    /// The policy when answering is on, nil when off; one line naming the flag or variable when
+    /// a value is wrong (78). Commands call it before they connect to anything.
+    func validated(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> RefundAnswerPolicy? {
         let (name, value) = answers.map { ("--refund-answers", $0) } ?? ("CHURNWATCH_REFUND_ANSWERS", env["CHURNWATCH_REFUND_ANSWERS"] ?? "")
         let policy = try policy(env)
-        guard try onOffSetting(name, value) else { return nil }
-        return RefundAnswerer(client: client, store: store, policy: policy, logger: logger)
+        return try onOffSetting(name, value) ? policy : nil
+    }
+
+    /// The answerer for a validated policy (nil: answering is off).
+    static func answerer(_ policy: RefundAnswerPolicy?, client: AppStoreServerAPIClient, store: ChurnStore, logger: Logger) -> RefundAnswerer? {
+        policy.map { RefundAnswerer(client: client, store: store, policy: $0, logger: logger) }
     }
 }
 

@@ -56,6 +56,7 @@ struct RunCommand: AsyncParsableCommand {
             options.windows = try windows.resolvedWindows()
             try worker.apply(to: &options, join: join)
             let prune = try RetentionOptions.afterRun() && !join ? try retention.policy() : nil
+            let refundPolicy = join ? nil : try refundOptions.validated()
             let interval = try parseDurationSetting("--progress-interval", progressInterval, positive: true)
             let metrics = try metricsFile.map(MetricsFile.init(path:))
             options.params = try StoredJSON(encoding: RunParams(options: options))
@@ -65,7 +66,7 @@ struct RunCommand: AsyncParsableCommand {
             let (store, limiter) = (parts.store, parts.limiter)
             if !join {
                 options.feed = try feedOptions.feed(client: parts.client, store: store, logger: logger)
-                let answerer = try refundOptions.answerer(client: parts.client, store: store, logger: logger)
+                let answerer = RefundOptions.answerer(refundPolicy, client: parts.client, store: store, logger: logger)
                 options.refunds = options.feed == nil ? nil : answerer
             }
             let engine = parts.engine(options: options, fullHistory: false, logger: logger)

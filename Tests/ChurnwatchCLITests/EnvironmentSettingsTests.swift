@@ -37,6 +37,14 @@ struct EnvironmentSettingsTests {
         #expect(concurrency.stderr.contains("CHURNWATCH_CONCURRENCY \"-4\""), "\(concurrency.stderr)")
         #expect(concurrency.stderr.split(separator: "\n").count == 1)
 
+        for (args, variable, value) in [(["run"], "CHURNWATCH_REFUND_DECLINE_AFTER", "1.5"), (["notifications", "sync"], "CHURNWATCH_REFUND_ANSWERS", "maybe"),
+                                        (["notifications", "sync"], "CHURNWATCH_REFUND_DECLINE_AFTER", "half")] {
+            let refunds = try await CLIRunner.run(args, environment: env.merging([variable: value]) { _, new in new })
+            #expect(refunds.status == 78, "\(args) \(variable)=\(value): \(refunds.status)")
+            #expect(refunds.stderr.contains("\(variable) \"\(value)\""), "\(refunds.stderr)")
+            #expect(refunds.stderr.split(separator: "\n").count == 1)
+        }
+
         // The flag wins over the variable: a good flag hides a bad variable.
         let flag = try await CLIRunner.run(["run", "--concurrency", "8"], environment: env.merging(["CHURNWATCH_CONCURRENCY": "-4"]) { _, new in new })
         #expect(!flag.stderr.contains("CHURNWATCH_CONCURRENCY"), "\(flag.stderr)")
