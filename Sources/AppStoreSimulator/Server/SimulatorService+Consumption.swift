@@ -20,15 +20,7 @@ extension SimulatorService {
     /// `GET /_sim/truth/consumption?from=ISO&to=ISO` (default start..now); nil for a bad time.
     func consumptionTruth(_ query: [String: String]) -> SimResponse? {
         let now = clock.now()
-        var from = population.config.start, to = now
-        if let s = query["from"] {
-            guard let t = SimTime.parse(s) else { return nil }
-            from = t
-        }
-        if let s = query["to"] {
-            guard let t = SimTime.parse(s) else { return nil }
-            to = t
-        }
+        guard let (from, to) = timeWindow(query) else { return nil }
         return .json(200, ConsumptionTruthReport.json(population, from: from, to: to, now: now, options: options.notifications))
     }
 }

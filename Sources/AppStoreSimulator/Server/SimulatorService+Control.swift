@@ -69,15 +69,7 @@ extension SimulatorService {
         case ("POST", "/_sim/truth/at"):
             return truthAt(req) ?? bad("POST /_sim/truth/at wants [{\"original_transaction_id\": ID, \"at\": ISO8601}, ...]")
         case ("GET", "/_sim/events"):
-            var from = population.config.start, to = clock.now()
-            if let s = q["from"] {
-                guard let t = SimTime.parse(s) else { return bad("from wants an ISO 8601 time") }
-                from = t
-            }
-            if let s = q["to"] {
-                guard let t = SimTime.parse(s) else { return bad("to wants an ISO 8601 time") }
-                to = t
-            }
+            guard let (from, to) = timeWindow(q) else { return bad("from and to want ISO 8601 times") }
             return .json(200, TruthReport.events(population, from: from, to: to, notification: notificationUUID(of:)))
         case ("GET", "/_sim/info"):
             return info()

@@ -120,15 +120,7 @@ extension SimulatorService {
     /// `GET /_sim/notifications?from=ISO&to=ISO` (default start..now): every change that sends a
     /// notification, with `notified` saying whether the app got it.
     func notificationsTruth(_ query: [String: String]) -> SimResponse? {
-        var from = population.config.start, to = clock.now()
-        if let s = query["from"] {
-            guard let t = SimTime.parse(s) else { return nil }
-            from = t
-        }
-        if let s = query["to"] {
-            guard let t = SimTime.parse(s) else { return nil }
-            to = t
-        }
+        guard let (from, to) = timeWindow(query) else { return nil }
         var changes: [SimNotification] = []
         for i in 0..<population.count {
             let tl = population.timeline(i)
@@ -156,5 +148,22 @@ extension SimulatorService {
         w.endArray()
         w.endObject()
         return .json(200, w.bytes)
+    }
+}
+
+extension SimulatorService {
+    /// The `from` and `to` of a truth query (ISO 8601; default the population's start and the
+    /// clock's now); nil when either is not a time.
+    func timeWindow(_ query: [String: String]) -> (from: Int64, to: Int64)? {
+        var window = (from: population.config.start, to: clock.now())
+        if let s = query["from"] {
+            guard let t = SimTime.parse(s) else { return nil }
+            window.from = t
+        }
+        if let s = query["to"] {
+            guard let t = SimTime.parse(s) else { return nil }
+            window.to = t
+        }
+        return window
     }
 }
