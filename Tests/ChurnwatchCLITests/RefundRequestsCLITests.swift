@@ -85,26 +85,62 @@ struct RefundRequestsCLITests {
         return expected
     }
 
-    @Test("three days of hourly syncs: every consented request answered once, in time, with the policy's body; none for the others; Apple's decisions, churnwatch refunds and the metrics agree")
-    func answeredOnceInTime() async throws {
-        let world = try await E2E.World.make(subscribers: 2500, seed: 23, simFlags: [
-            "--consumption-request-share", "1", "--refund-declined-rate", "0.2",
-        ], populationLead: 45 * Self.day)
+    /// A simulated world whose refund requests come often (every refund asked for first, and
+    /// `declinedRate` of paid periods asking and declined), established by `first` at
+    /// ``E2E/start``, with the app's consent written (``writeConsent(_:)``).
+    struct Setup {
+        var world: E2E.World
+        var db: PostgresConnection
+        var env: [String: String]
+        var consent: [String: (delivery: String, sample: Bool)?]
+    }
+
+    static func setUp(subscribers: Int, seed: Int, declinedRate: String, simFlags: [String] = [], env extra: [String: String],
+                      first: [String]) async throws -> Setup {
+        let world = try await E2E.World.make(subscribers: subscribers, seed: seed, simFlags: [
+            "--consumption-request-share", "1", "--refund-declined-rate", declinedRate,
+        ] + simFlags, populationLead: 45 * Self.day)
+        do {
+            let env = world.env.merging(extra) { _, new in new }
+            try world.sim.setClock(E2E.iso(E2E.start))
+            let r = try await CLIRunner.run(first + ["--as-of", E2E.iso(E2E.start)], environment: env)
+            guard r.status == 0 else { throw CLITestError("\(first) at the start exited \(r.status): \(r.stderr.suffix(400))") }
+            let db = try world.connect()
+            return Setup(world: world, db: db, env: env, consent: try Self.writeConsent(db))
+        } catch {
+            world.close()
+            throw error
+        }
+    }
+
+    /// `notifications sync` at `t`, the simulator's clock set to it first.
+    static func sync(_ setup: Setup, at t: Date, _ extra: [String] = [], env: [String: String]? = nil) async throws -> CLIRunner.Result {
+        try setup.world.sim.setClock(E2E.iso(t))
+        return try await CLIRunner.run(["notifications", "sync", "--as-of", E2E.iso(t)] + extra, environment: env ?? setup.env)
+    }
+
+    /// A population and the minute past the hour the syncs run at.
+    struct Case: Sendable, CustomTestStringConvertible {
+        var seed: Int
+        var subscribers: Int
+        var minute: Int
+        var testDescription: String { "seed \(seed), \(subscribers) subscribers, syncs at :\(minute)" }
+    }
+
+    @Test("three days of hourly syncs: every consented request answered once, in time, with the policy's body; none for the others; Apple's decisions, churnwatch refunds and the metrics agree",
+          arguments: [Case(seed: 23, subscribers: 2500, minute: 0), Case(seed: 31, subscribers: 3000, minute: 37)])
+    func answeredOnceInTime(_ c: Case) async throws {
+        let setup = try await Self.setUp(subscribers: c.subscribers, seed: c.seed, declinedRate: "0.2",
+                                         env: ["CHURNWATCH_NOTIFICATIONS": "on", "CHURNWATCH_REFUND_DECLINE_AFTER": "0.5"],
+                                         first: ["run", "--status-rate", "5000", "--history-rate", "5000"])
+        let (world, db, env, consent) = (setup.world, setup.db, setup.env, setup.consent)
         defer { world.close() }
-        let db = try world.connect()
-        let env = world.env.merging(["CHURNWATCH_NOTIFICATIONS": "on", "CHURNWATCH_REFUND_DECLINE_AFTER": "0.5"]) { _, new in new }
         let start = E2E.start
-        // The first night establishes the subscriptions (consent is written once they are known).
-        try world.sim.setClock(E2E.iso(start))
-        let first = try await CLIRunner.run(["run", "--as-of", E2E.iso(start), "--status-rate", "5000", "--history-rate", "5000"], environment: env)
-        #expect(first.status == 0, "\(first.stderr.suffix(400))")
-        let consent = try Self.writeConsent(db)
         let end = start.addingTimeInterval(3 * Self.day)
-        var t = start.addingTimeInterval(Self.hour)
+        var t = start.addingTimeInterval(Double(c.minute) * 60 + Self.hour)
         var syncs = 0
         while t <= end {
-            try world.sim.setClock(E2E.iso(t))
-            let r = try await CLIRunner.run(["notifications", "sync", "--as-of", E2E.iso(t)], environment: env)
+            let r = try await Self.sync(setup, at: t)
             #expect(r.status == 0, "sync at \(E2E.iso(t)): \(r.stderr.suffix(400))")
             syncs += 1
             t = t.addingTimeInterval(Self.hour)
@@ -179,23 +215,16 @@ struct RefundRequestsCLITests {
 
     @Test("a sync killed while it answers, beside a 429 storm: the next syncs answer every consented request in time, a repeat only with the same body")
     func killedMidAnswerAndRateLimited() async throws {
-        let world = try await E2E.World.make(subscribers: 1200, seed: 29, simFlags: [
-            "--consumption-request-share", "1", "--refund-declined-rate", "0.3", "--rate", "2", "--burst", "2", "--latency-ms", "150",
-        ], populationLead: 45 * Self.day)
+        let setup = try await Self.setUp(subscribers: 1200, seed: 29, declinedRate: "0.3",
+                                         simFlags: ["--rate", "2", "--burst", "2", "--latency-ms", "150"],
+                                         env: ["CHURNWATCH_NOTIFICATIONS_LOOKBACK": "1d"], first: ["notifications", "sync"])
+        let (world, db, env, consent) = (setup.world, setup.db, setup.env, setup.consent)
         defer { world.close() }
-        let db = try world.connect()
-        let env = world.env.merging(["CHURNWATCH_NOTIFICATIONS_LOOKBACK": "1d"]) { _, new in new }
         let start = E2E.start
-        try world.sim.setClock(E2E.iso(start))
-        let first = try await CLIRunner.run(["notifications", "sync", "--as-of", E2E.iso(start)], environment: env)
-        #expect(first.status == 0, "\(first.stderr.suffix(400))")
-        let consent = try Self.writeConsent(db)
         // Hourly syncs for half a day, then eleven hours without one: the requests pile up, the
         // oldest an hour from its deadline.
         for hours in 1...12 {
-            let t = start.addingTimeInterval(Double(hours) * Self.hour)
-            try world.sim.setClock(E2E.iso(t))
-            let r = try await CLIRunner.run(["notifications", "sync", "--as-of", E2E.iso(t)], environment: env)
+            let r = try await Self.sync(setup, at: start.addingTimeInterval(Double(hours) * Self.hour))
             #expect(r.status == 0 || r.status == 75, "sync at +\(hours) h: \(r.status) \(r.stderr.suffix(300))")
         }
         let quiet = start.addingTimeInterval(12 * Self.hour)
@@ -217,9 +246,7 @@ struct RefundRequestsCLITests {
         #expect(sending && killed.bySignal, "the sync ended before an answer was under way: \(killed.result.stderr.suffix(300))")
         // The next syncs, past the dead sync's lease (5 minutes), finish the work before the deadlines.
         for minutes in [10.0, 20, 30, 40] {
-            let t = late.addingTimeInterval(minutes * 60)
-            try world.sim.setClock(E2E.iso(t))
-            let r = try await CLIRunner.run(["notifications", "sync", "--as-of", E2E.iso(t)], environment: env)
+            let r = try await Self.sync(setup, at: late.addingTimeInterval(minutes * 60))
             #expect(r.status == 0 || r.status == 75, "sync at +\(minutes) min: \(r.status) \(r.stderr.suffix(300))")
         }
         let requests = try Self.truth(world.sim, from: quiet, to: late)
@@ -250,25 +277,18 @@ struct RefundRequestsCLITests {
 
     @Test("Apple unreachable when the answers go out: each open request is tried once by that sync and stays pending, and the next sync answers it in time")
     func unreachableThenAnswered() async throws {
-        let world = try await E2E.World.make(subscribers: 1200, seed: 29, simFlags: [
-            "--consumption-request-share", "1", "--refund-declined-rate", "0.3",
-        ], populationLead: 45 * Self.day)
+        let setup = try await Self.setUp(subscribers: 1200, seed: 29, declinedRate: "0.3", env: ["CHURNWATCH_NOTIFICATIONS_LOOKBACK": "1d"],
+                                         first: ["notifications", "sync"])
+        let (world, db, env, consent) = (setup.world, setup.db, setup.env, setup.consent)
         defer { world.close() }
-        let db = try world.connect()
-        let env = world.env.merging(["CHURNWATCH_NOTIFICATIONS_LOOKBACK": "1d"]) { _, new in new }
         let start = E2E.start
-        try world.sim.setClock(E2E.iso(start))
-        #expect(try await CLIRunner.run(["notifications", "sync", "--as-of", E2E.iso(start)], environment: env).status == 0)
-        let consent = try Self.writeConsent(db)
         // A day's requests read but not answered (answers off), then a sync whose Apple is gone.
         let read = start.addingTimeInterval(23 * Self.hour)
-        try world.sim.setClock(E2E.iso(read))
-        let recorded = try await CLIRunner.run(["notifications", "sync", "--as-of", E2E.iso(read), "--refund-answers", "off"], environment: env)
+        let recorded = try await Self.sync(setup, at: read, ["--refund-answers", "off"])
         #expect(recorded.status == 0, "\(recorded.stderr.suffix(300))")
         let gone = env.merging(["APPSTORE_BASE_URL": "http://127.0.0.1:9", "APPSTORE_SANDBOX_BASE_URL": "http://127.0.0.1:9",
                                 "APPSTORE_MAX_ATTEMPTS": "2", "APPSTORE_MAX_RETRY_WAIT": "2"]) { _, new in new }
-        let down = try await CLIRunner.run(["notifications", "sync", "--as-of", E2E.iso(read.addingTimeInterval(600)), "--max-duration", "120s"],
-                                           environment: gone)
+        let down = try await Self.sync(setup, at: read.addingTimeInterval(600), ["--max-duration", "120s"], env: gone)
         #expect(down.status == 75, "\(down.status): \(down.stderr.suffix(300))")
         let open = try db.query("""
             SELECT original_transaction_id, attempts, last_error IS NOT NULL FROM churnwatch.refund_requests
@@ -280,9 +300,7 @@ struct RefundRequestsCLITests {
             #expect(attempts == 1 && hasError, "\(otid): \(attempts) attempts by the sync that could not reach Apple")
         }
         // Apple is back: the next sync answers each of them once, in time.
-        let back = read.addingTimeInterval(1200)
-        try world.sim.setClock(E2E.iso(back))
-        let r = try await CLIRunner.run(["notifications", "sync", "--as-of", E2E.iso(back)], environment: env)
+        let r = try await Self.sync(setup, at: read.addingTimeInterval(1200))
         #expect(r.status == 0, "\(r.stderr.suffix(300))")
         let truth = Dictionary(try Self.truth(world.sim, from: start, to: read).map { ($0.original_transaction_id, $0) }) { a, _ in a }
         for (otid, _, _) in consented {
