@@ -17,6 +17,8 @@ public struct RefundAnswerSummary: Sendable, Equatable {
     public var failed = 0
     /// Left pending after a temporary failure (429, 5xx, a timeout, a stop): the next sync tries again.
     public var retried = 0
+    /// Answers sent to Apple (whatever came back).
+    public var sent = 0
     /// Why the pass stopped before the last open request (a refused key, an untrusted server, a
     /// stop); nil when it went through them all.
     public var stopped: String?
@@ -70,6 +72,7 @@ public struct RefundAnswerer: Sendable {
                 let (result, stop) = await answer(request, now: now)
                 try await store.refundRequestRecord(request.notificationUUID, attempt: request.attempts, result)
                 count(result, into: &summary)
+                if case .notSent = result {} else { summary.sent += 1 }
                 summary.stopped = stop
             }
         }

@@ -77,7 +77,7 @@ extension RunEngine {
                 shouldStop: { [self] in let now = clock.now(); return update { $0.machine.feedStopReason(now: now) } })
             update {
                 $0.refunds = summary
-                $0.machine.recordCalls([AppStoreEndpoint.consumption.rawValue: summary.answered + summary.failed + summary.retried])
+                $0.machine.recordCalls([AppStoreEndpoint.consumption.rawValue: summary.sent])
             }
         } catch {
             logger.warning("could not answer the refund requests (the next sync tries again)", metadata: ["error": "\(error)"])
