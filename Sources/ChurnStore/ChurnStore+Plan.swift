@@ -41,13 +41,14 @@ extension ChurnStore {
         let feedRules = feedDueRules(asOf: asOf, windows: w)
         if w.feedEnvironments.isSuperset(of: [.production, .sandbox]) { return feedRules }
         // Some environments' feeds are live, not all: each subscription by its environment's
-        // rules (new, failed and stale are the same in both).
+        // rules (new and failed are the same in both).
         let live = w.feedEnvironments.map(\.rawValue).sorted()
         let inFeed: PostgresQuery = "coalesce(environment, \(w.configuredEnvironment.rawValue)) = ANY(\(live)::text[])"
         return DueReason.allCases.compactMap { reason in
             let byFeed = feedRules.first { $0.reason == reason }?.condition
             let byWindows = windowRules.first { $0.reason == reason }?.condition
             switch (byFeed, byWindows) {
+            case (let f?, let c?) where reason == .stale: return (reason, "(\(inFeed) AND (\(f))) OR (NOT \(inFeed) AND (\(c)))")
             case (let f?, _?): return (reason, f)
             case (let f?, nil): return (reason, "\(inFeed) AND (\(f))")
             case (nil, let c?): return (reason, "NOT \(inFeed) AND (\(c))")
@@ -69,7 +70,6 @@ extension ChurnStore {
     /// keeps current is not polled for its dates; `minInterval` keeps a contradiction Apple keeps answering
     /// (a lagging status) to one poll a night.
     static func feedDueRules(asOf: Date, windows w: PlanWindows) -> [(reason: DueReason, condition: PostgresQuery)] {
-        let staleBefore = asOf.addingTimeInterval(-w.staleAfter)
         let ended = asOf.addingTimeInterval(-w.feedLag)
         let noNewsSince = asOf.addingTimeInterval(-w.billingNoNewsAfter)
         let dailyFrom = asOf.addingTimeInterval(-w.billingDailyFor)
@@ -90,8 +90,27 @@ extension ChurnStore {
                      OR signed_date < \(quietSince) OR (state = 'grace_period' AND grace_period_expires_at < \(ended)))
                 """),
             (.periodEndUnnotified, "state = 'active' AND expires_at < \(ended) AND \(notPolled)"),
-            (.stale, "last_success_at < \(staleBefore)"),
+            (.stale, feedStaleRule(asOf: asOf, windows: w)),
         ]
+    }
+
+    /// With the feed, the stale safety net levelled over its cycle (``PlanWindows/feedStaleAfter``):
+    /// on its own night (``StaleSlots``) unless polled in the last `staleSkipRecent` (a quarter of
+    /// the cycle if that is shorter), or on any night once not polled for the cycle and that. A
+    /// cycle no longer than a night is a plain age.
+    static func feedStaleRule(asOf: Date, windows w: PlanWindows) -> PostgresQuery {
+        let cycle = w.feedStaleAfter
+        guard let slots = StaleSlots.due(asOf: asOf, cycle: cycle) else {
+            return "last_success_at < \(asOf.addingTimeInterval(-cycle))"
+        }
+        let skip = min(w.staleSkipRecent, cycle / 4)
+        let overdue = asOf.addingTimeInterval(-(cycle + skip))
+        let skipAfter = asOf.addingTimeInterval(-skip)
+        let slot: PostgresQuery = "(hashtext(original_transaction_id) & 65535)"
+        let onItsNight: PostgresQuery = slots.lower <= slots.upper
+            ? "\(slot) >= \(slots.lower) AND \(slot) < \(slots.upper)"
+            : "(\(slot) >= \(slots.lower) OR \(slot) < \(slots.upper))"
+        return "last_success_at < \(overdue) OR (last_success_at < \(skipAfter) AND \(onItsNight))"
     }
 
     /// The due selection, in one pass over `churnwatch.subscriptions`: one row per due

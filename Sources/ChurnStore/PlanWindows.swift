@@ -11,6 +11,16 @@ public struct PlanWindows: Sendable, Equatable, Codable {
     public var lapsed: TimeInterval = 3 * 86_400
     /// Not polled successfully for `staleAfter` (default 30 days).
     public var staleAfter: TimeInterval = 30 * 86_400
+    /// With the feed: the stale safety net's cycle (default 120 days). The feed keeps most
+    /// subscriptions current without a poll, so polling each of them once a cycle buys little;
+    /// and after a night that polled everyone (the first), a plain age rule polled them all again
+    /// on one night a cycle later: a wave of half the population. So each subscription has its
+    /// own night in the cycle (``StaleSlots``), and is polled on it unless polled in the last
+    /// `staleSkipRecent`; the same share of the population is due every night. One not polled for
+    /// `feedStaleAfter + staleSkipRecent` (its night fell on a night with no run) is due on any night.
+    public var feedStaleAfter: TimeInterval = 120 * 86_400
+    /// With the feed: a subscription polled this recently (default 7 days) skips its stale night.
+    public var staleSkipRecent: TimeInterval = 7 * 86_400
     /// Billing trouble is followed at most this long after the period ended (Apple retries up to 60 days).
     public var billingRetryLimit: TimeInterval = 60 * 86_400
     /// A window reason does not poll a subscription polled successfully less than this ago
@@ -66,4 +76,30 @@ public enum DueReason: String, Sendable, CaseIterable, Codable {
     public var feedDriven: Bool { self == .billingNoNews || self == .periodEndUnnotified }
 
     public var priority: Int16 { Int16(Self.allCases.firstIndex(of: self)! + 1) }
+}
+
+/// The stale safety net's nights (with the feed): a subscription's slot is its id's hash in
+/// 0..<65,536 (PostgreSQL's `hashtext(original_transaction_id) & 65535`), and a cycle of
+/// `feedStaleAfter` maps onto the slots from the Unix epoch on; a run at `asOf` takes the slots
+/// the last night (24 hours up to `asOf`) passed over. Nightly runs take every slot once a cycle.
+public struct StaleSlots: Sendable, Equatable {
+    public static let count = 65_536
+    /// Slots `lower..<upper`; when `lower > upper`, the range wraps: `lower..<count` and `0..<upper`.
+    public var lower: Int
+    public var upper: Int
+
+    /// The slots due at `asOf`, or nil when every slot is (a cycle no longer than a night).
+    public static func due(asOf: Date, cycle: TimeInterval, night: TimeInterval = 86_400) -> StaleSlots? {
+        guard cycle > night else { return nil }
+        func slot(_ t: Date) -> Int {
+            let phase = t.timeIntervalSince1970.truncatingRemainder(dividingBy: cycle)
+            let positive = phase < 0 ? phase + cycle : phase
+            return min(count - 1, Int(positive / cycle * Double(count)))
+        }
+        return StaleSlots(lower: slot(asOf.addingTimeInterval(-night)), upper: slot(asOf))
+    }
+
+    public func contains(_ slot: Int) -> Bool {
+        lower <= upper ? (slot >= lower && slot < upper) : (slot >= lower || slot < upper)
+    }
 }

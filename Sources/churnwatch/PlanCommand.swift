@@ -44,7 +44,8 @@ struct PlanCommand: AsyncParsableCommand {
                 }
             }
             let counts = try await store.planCounts(asOf: asOf, windows: w)
-            print("plan as of \(asOf.ISO8601Format()) (start window \(formatWindow(w.start)), end window \(formatWindow(w.end)), lapsed window \(formatWindow(w.lapsed)), stale after \(formatWindow(w.staleAfter)))")
+            print("plan as of \(asOf.ISO8601Format()) (start window \(formatWindow(w.start)), end window \(formatWindow(w.end)), lapsed window \(formatWindow(w.lapsed)), stale after \(formatWindow(w.staleAfter))"
+                  + (w.feedDriven ? "; with the feed \(formatWindow(w.feedStaleAfter)), each on its own night)" : ")"))
             if w.feedDriven {
                 print("planned by the change feed: a subscription it keeps current is not polled for its dates; "
                       + "feed-driven reasons are where it is silent and should not be, the rest as without it")

@@ -142,13 +142,14 @@ struct RunCommand: AsyncParsableCommand {
 }
 
 private struct RunParams: Encodable {
-    var start_window: Double, end_window: Double, lapsed_window: Double, stale_after: Double
+    var start_window: Double, end_window: Double, lapsed_window: Double, stale_after: Double, feed_stale_after: Double
     var concurrency: Int, batch_size: Int
     init(options: RunOptions) {
         start_window = options.windows.start
         end_window = options.windows.end
         lapsed_window = options.windows.lapsed
         stale_after = options.windows.staleAfter
+        feed_stale_after = options.windows.feedStaleAfter
         concurrency = options.concurrency
         batch_size = options.batchSize
     }

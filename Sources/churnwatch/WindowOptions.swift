@@ -16,7 +16,7 @@ struct WindowOptions: ParsableArguments {
     @Option(name: .customLong("lapsed-window"), parsing: .unconditional, help: ArgumentHelp("Poll periods that ended within this long (default: $CHURNWATCH_LAPSED_WINDOW, else 3d).", valueName: "duration"))
     var lapsedWindow: String?
 
-    @Option(name: .customLong("stale-after"), parsing: .unconditional, help: ArgumentHelp("Poll anything not polled for this long (default: $CHURNWATCH_STALE_AFTER, else 30d).", valueName: "duration"))
+    @Option(name: .customLong("stale-after"), parsing: .unconditional, help: ArgumentHelp("Poll anything not polled for this long (default: $CHURNWATCH_STALE_AFTER, else 30d; with the change feed live, 120d, each subscription on its own night).", valueName: "duration"))
     var staleAfter: String?
 
     func resolvedAsOf(now: Date = Date()) throws -> Date {
@@ -36,7 +36,10 @@ struct WindowOptions: ParsableArguments {
         if let d = try duration("--start-window", "CHURNWATCH_START_WINDOW", startWindow) { w.start = d }
         if let d = try duration("--end-window", "CHURNWATCH_END_WINDOW", endWindow) { w.end = d }
         if let d = try duration("--lapsed-window", "CHURNWATCH_LAPSED_WINDOW", lapsedWindow) { w.lapsed = d }
-        if let d = try duration("--stale-after", "CHURNWATCH_STALE_AFTER", staleAfter) { w.staleAfter = d }
+        if let d = try duration("--stale-after", "CHURNWATCH_STALE_AFTER", staleAfter) {
+            w.staleAfter = d
+            w.feedStaleAfter = d
+        }
         w.configuredEnvironment = FeedStatusText.environment(env)
         return w
     }
