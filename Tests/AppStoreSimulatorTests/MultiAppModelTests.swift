@@ -3,7 +3,7 @@ import Foundation
 import Testing
 @testable import AppStoreSimulator
 
-/// Several apps: each app's own subscribers and ids.
+/// Several apps: each app's own subscribers and ids, the first app unchanged.
 @Suite struct MultiAppModelTests {
     static let start = PopulationConfig.defaultStart
 
@@ -46,5 +46,43 @@ import Testing
         #expect(apps[1].originalTransactionId(0) == "200100000000000")
         // The largest population (10 million) stays inside its app's range.
         #expect(Int64(10_000_000) * 1000 <= Population.appIdStride)
+    }
+
+    @Test func theFirstAppIsTheOneAppSimulator() async throws {
+        let single = try await SimHarness.start(subscribers: 600, seed: 11)
+        defer { Task { try? await single.stop() } }
+        let multi = try await SimHarness.start(subscribers: 600, seed: 11, apps: 2)
+        defer { Task { try? await multi.stop() } }
+        let (p1, p2) = (single.population, multi.population)
+        #expect(GoldenDigest.timelines(p1) == GoldenDigest.timelines(p2))
+        #expect(GoldenDigest.truth(p1) == GoldenDigest.truth(p2))
+        #expect(GoldenDigest.events(p1) == GoldenDigest.events(p2))
+        #expect(GoldenDigest.notifications(p1) == GoldenDigest.notifications(p2))
+        #expect(ClientFiles.csv(p1) == ClientFiles.csv(p2))
+        for sim in [single, multi] { _ = try await sim.post("/_sim/clock?advance=40d") }
+        for path in ["/_sim/truth", "/_sim/events", "/_sim/notifications", "/_sim/truth/consumption"] {
+            let a = try await single.get(path, token: ""), b = try await multi.get(path, token: "")
+            #expect(a.status == 200 && a.body == b.body, "\(path)")
+        }
+        // The served payloads (all but the signatures, which ES256 randomizes).
+        for i in single.productionSubscribers.prefix(40) {
+            let otid = p1.originalTransactionId(i)
+            for path in ["/inApps/v1/subscriptions/", "/inApps/v2/history/"] {
+                let a = try await single.get(path + otid), b = try await multi.get(path + otid)
+                let same = a.status == b.status && Self.payloadsOnly(a.text) == Self.payloadsOnly(b.text)
+                #expect(same, "\(path)\(otid)")
+                #expect(Self.payloadsOnly(a.text).contains(".-\""), "JWS found in \(path)\(otid)")
+            }
+        }
+    }
+
+    /// A body with each JWS's header and signature blanked (two simulators have two PKIs, and
+    /// ES256 signatures are randomized).
+    static func payloadsOnly(_ text: String) -> String {
+        text.split(separator: "\"", omittingEmptySubsequences: false).map { part -> String in
+            let segments = part.split(separator: ".", omittingEmptySubsequences: false)
+            guard segments.count == 3, segments.allSatisfy({ $0.count > 40 }) else { return String(part) }
+            return "-.\(segments[1]).-"
+        }.joined(separator: "\"")
     }
 }
