@@ -3,7 +3,7 @@ import Foundation
 import Testing
 @testable import AppStoreSimulator
 
-/// Several apps: each app's own subscribers and ids, the first app unchanged.
+/// Several apps: each app's own subscribers and ids, the first app unchanged, the files.
 @Suite struct MultiAppModelTests {
     static let start = PopulationConfig.defaultStart
 
@@ -84,5 +84,46 @@ import Testing
             guard segments.count == 3, segments.allSatisfy({ $0.count > 40 }) else { return String(part) }
             return "-.\(segments[1]).-"
         }.joined(separator: "\"")
+    }
+
+    @Test func filesForEveryApp() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("appstore-sim-files-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let identity = try SimulatorIdentity.loadOrCreate(dir: dir.path)
+        let base = PopulationConfig(subscribers: 80, seed: 7, start: Self.start)
+        let pops = (1...2).map { Population(config: base.forApp($0)) }
+        func read(_ name: String) throws -> String { try String(contentsOf: dir.appendingPathComponent(name), encoding: .utf8) }
+        try ClientFiles.write(
+            dir: dir.path, identity: identity, population: pops[0], productionPort: 9980, sandboxPort: 9981, environment: .production)
+        let (env1, csv1) = (try read("churnwatch.env"), try read("subscriptions.csv"))
+        try ClientFiles.write(
+            dir: dir.path, identity: identity, populations: pops, productionPort: 9980, sandboxPort: 9981, environment: .production)
+        // The first app's files are a one-app simulator's.
+        #expect(try read("churnwatch.env") == env1)
+        #expect(try read("subscriptions.csv") == csv1)
+        let bid = "com.example.churnwatch.app2"
+        let env2 = try read("churnwatch-\(bid).env")
+        #expect(env2.contains("APPSTORE_BUNDLE_ID=\(bid)\n") && env2.contains("APPSTORE_APP_APPLE_ID=1234567891\n"))
+        // Same key, hosts and chain: only the app's two lines differ.
+        let differing = zip(env1.split(separator: "\n"), env2.split(separator: "\n")).filter { $0 != $1 }.map(\.1)
+        #expect(differing == ["APPSTORE_BUNDLE_ID=\(bid)", "APPSTORE_APP_APPLE_ID=1234567891"])
+        let rows = try read("subscriptions-\(bid).csv").split(separator: "\n").dropFirst()
+        #expect(rows.map { String($0.prefix { $0 != "," }) } == (0..<80).map(pops[1].originalTransactionId))
+        #expect(try read("apps.tsv") == """
+            com.example.churnwatch\t1234567890\tchurnwatch.env\tsubscriptions.csv
+            \(bid)\t1234567891\tchurnwatch-\(bid).env\tsubscriptions-\(bid).csv
+
+            """)
+        let listed = try #require(ClientFiles.apps(dir: dir.path))
+        #expect(listed.map(\.bundleId) == ["com.example.churnwatch", bid])
+        // A token naming app 2 (as `appstore-sim token --app 2` mints from apps.tsv) is app 2's.
+        let now = Int64(Date().timeIntervalSince1970)
+        let token = try APITokenVerifier.makeToken(
+            key: identity.apiKey, keyId: identity.keyId, issuerId: identity.issuerId, bundleId: listed[1].bundleId,
+            issuedAt: now, expiresAt: now + 300)
+        let verifier = APITokenVerifier(
+            issuerId: identity.issuerId, keyId: identity.keyId, bundleIds: pops.map(\.config.bundleId),
+            publicKey: identity.apiKey.publicKey)
+        #expect(try verifier.verifyToken(authorization: "Bearer \(token)", now: now).app == 1)
     }
 }
