@@ -118,7 +118,7 @@ import Testing
         let at = try JSONSerialization.data(withJSONObject: [["original_transaction_id": otid2, "at": SimTime.format(sim.now)]])
         #expect(try await sim.post("/_sim/truth/at?bundle_id=\(two.bundleId)", body: at).status == 200)
         #expect(try await sim.post("/_sim/truth/at", body: at).status == 400, "not one of the first app's ids")
-        let redeem = try JSONSerialization.data(withJSONObject: ["original_transaction_id": otid2, "bundle_id": two.bundleId])
+        let redeem = Data(" \n".utf8) + (try JSONSerialization.data(withJSONObject: ["original_transaction_id": otid2, "bundle_id": two.bundleId]))
         #expect(try await sim.post("/_sim/offers/redeem", body: redeem).status == 200)
         #expect(ids(try await sim.get("/_sim/offers?bundle_id=\(two.bundleId)", token: ""), "redemptions") == [otid2])
         #expect(ids(try await sim.get("/_sim/offers", token: ""), "redemptions").isEmpty)

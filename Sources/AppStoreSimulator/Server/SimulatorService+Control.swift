@@ -51,7 +51,8 @@ extension SimulatorService {
             var bundle_id: String?
         }
         var bundleId = q["bundle_id"]
-        if bundleId == nil, req.method == "POST", req.body.first == UInt8(ascii: "{") {
+        let opening = req.body.first { ![UInt8(ascii: " "), 9, 10, 13].contains($0) }
+        if bundleId == nil, req.method == "POST", opening == UInt8(ascii: "{") {
             bundleId = (try? JSONDecoder().decode(BundleField.self, from: Data(req.body)))?.bundle_id
         }
         guard let bundleId else { return .success(apps[0]) }
