@@ -80,10 +80,14 @@ struct Serve: AsyncParsableCommand {
             /inApps/v2/refund/lookup/{id}, POST /inApps/v1/notifications/history, \
             PUT /inApps/v2/transactions/consumption/{id} (ES256 JWT required), POST /verifyReceipt; \
             GET /_sim/clock, POST /_sim/clock?advance=1d|?set=ISO, GET /_sim/stats, /_sim/truth?at=ISO, /_sim/truth/consumption, \
-            /_sim/events?from=ISO&to=ISO, /_sim/notifications?from=ISO&to=ISO, /_sim/info.
+            /_sim/events?from=ISO&to=ISO, /_sim/notifications?from=ISO&to=ISO, /_sim/info. \
+            With --apps N: the token's bid picks the app; /_sim endpoints take ?bundle_id= (default: the first app).
             """)
 
     @OptionGroup var population: PopulationOptions
+
+    @Option(help: "Number of apps served under the one team key: app 1 is --bundle-id, app k (k >= 2) is <bundle-id>.app<k> with its own --subscribers subscribers (seed derived from --seed and k), app Apple id --app-apple-id + k - 1 and files churnwatch-<bundle id>.env and subscriptions-<bundle id>.csv; apps.tsv lists them.")
+    var apps = 1
 
     @Option(help: "Port of the Production host (0 picks a free port).")
     var port = 9980
@@ -169,17 +173,23 @@ struct Serve: AsyncParsableCommand {
             guard let k = PayloadFault(rawValue: String($0)) else { throw ValidationError("--fault-kinds: unknown kind \($0)") }
             return k
         }
+        guard (1...100).contains(apps) else { throw ValidationError("--apps: 1 to 100") }
         let identity = try SimulatorIdentity.loadOrCreate(dir: pkiDir)
-        let pop = Population(config: config)
+        let pops = (1...apps).map { Population(config: config.forApp($0)) }
+        let pop = pops[0]
         let clock = SimClock(start: config.start, speed: speed)
-        let service = SimulatorService(population: pop, identity: identity, clock: clock, options: options)
+        let service = SimulatorService(populations: pops, identity: identity, clock: clock, options: options)
         let server = try await SimulatorServer.start(
             service: service, port: port, sandboxPort: sandboxPort, threads: threads ?? ProcessInfo.processInfo.activeProcessorCount)
         try ClientFiles.write(
-            dir: pkiDir, identity: identity, population: pop, productionPort: server.productionPort,
+            dir: pkiDir, identity: identity, populations: pops, productionPort: server.productionPort,
             sandboxPort: server.sandboxPort, environment: config.allSandbox ? .sandbox : .production)
         let dir = URL(fileURLWithPath: pkiDir).standardizedFileURL.path
         say("appstore-sim: \(pop.count) subscriptions (seed \(config.seed)), clock \(SimTime.format(clock.now()))")
+        for (k, p) in pops.enumerated().dropFirst() {
+            let e = ClientFiles.entry(p, index: k)
+            say("appstore-sim: app \(k + 1) \(e.bundleId) (app Apple id \(e.appAppleId)): \(p.count) subscriptions, \(dir)/\(e.envFile)")
+        }
         say("appstore-sim: Production http://127.0.0.1:\(server.productionPort), Sandbox http://127.0.0.1:\(server.sandboxPort)")
         say("appstore-sim: files in \(dir) (set -a; . \(dir)/churnwatch.env)")
         say("listening production_port=\(server.productionPort) sandbox_port=\(server.sandboxPort)")
@@ -197,12 +207,21 @@ struct Token: ParsableCommand {
     @Option(help: "Bundle id (bid claim); default: APPSTORE_BUNDLE_ID from churnwatch.env, else com.example.churnwatch.")
     var bundleId: String?
 
+    @Option(help: "The app (1, 2, ... as served with serve --apps) whose bundle id goes in bid, from apps.tsv.")
+    var app: Int?
+
     @Option(help: "Lifetime in seconds (Apple accepts at most 3600).")
     var ttl = 3600
 
     func run() throws {
         let identity = try SimulatorIdentity.loadOrCreate(dir: pkiDir)
         var bid = bundleId
+        if bid == nil, let app {
+            guard let apps = ClientFiles.apps(dir: pkiDir), (1...apps.count).contains(app) else {
+                throw ValidationError("--app \(app): \(pkiDir)/apps.tsv does not list that app (start serve --apps first)")
+            }
+            bid = apps[app - 1].bundleId
+        }
         if bid == nil, let env = try? String(contentsOfFile: pkiDir + "/churnwatch.env", encoding: .utf8) {
             bid = env.split(separator: "\n").first { $0.hasPrefix("APPSTORE_BUNDLE_ID=") }.map { String($0.dropFirst(19)) }
         }

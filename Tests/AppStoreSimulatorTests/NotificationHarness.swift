@@ -61,12 +61,14 @@ extension SimHarness {
     }
 
     /// Every page of a history query, following `paginationToken` while `hasMore`.
-    func allNotifications(_ body: [String: Any], sandbox: Bool = false) async throws -> (items: [HistoryPage.Item], pages: Int) {
+    func allNotifications(_ body: [String: Any], sandbox: Bool = false, auth: String? = nil) async throws
+        -> (items: [HistoryPage.Item], pages: Int)
+    {
         var items: [HistoryPage.Item] = []
         var token: String?
         var pages = 0
         repeat {
-            let r = try await notificationHistory(body, token: token, sandbox: sandbox)
+            let r = try await notificationHistory(body, token: token, sandbox: sandbox, auth: auth)
             guard r.status == 200 else { throw HarnessError.status(r.status, r.text) }
             let page = try r.decode(HistoryPage.self)
             pages += 1

@@ -19,8 +19,9 @@ struct SimHarness {
     var port: Int { server.productionPort }
     var sandboxPort: Int { server.sandboxPort }
 
+    /// With `apps` > 1, app k serves `config.forApp(k)` (the tokens of ``token`` name the first).
     static func start(
-        subscribers: Int = 1500, seed: UInt64 = 7, options: SimulatorOptions = SimulatorOptions(),
+        subscribers: Int = 1500, seed: UInt64 = 7, options: SimulatorOptions = SimulatorOptions(), apps: Int = 1,
         configure: (inout PopulationConfig) -> Void = { _ in }, dir: String? = nil
     ) async throws -> SimHarness {
         var config = PopulationConfig(subscribers: subscribers, seed: seed, start: PopulationConfig.defaultStart)
@@ -29,11 +30,14 @@ struct SimHarness {
             .appendingPathComponent("appstore-sim-test-\(UUID().uuidString)").path
         let identity = try SimulatorIdentity.loadOrCreate(dir: dir)
         let service = SimulatorService(
-            population: Population(config: config), identity: identity, clock: SimClock(start: config.start),
-            options: options)
+            populations: (1...apps).map { Population(config: config.forApp($0)) }, identity: identity,
+            clock: SimClock(start: config.start), options: options)
         let server = try await SimulatorServer.start(service: service, port: 0, sandboxPort: 0, threads: 2)
         return SimHarness(server: server, dir: dir)
     }
+
+    /// App `k` (1 is the first).
+    func app(_ k: Int) -> SimApp { service.apps[k - 1] }
 
     func stop() async throws {
         try await server.shutdown()

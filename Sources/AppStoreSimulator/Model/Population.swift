@@ -14,14 +14,22 @@ public final class Population: Sendable {
     /// redemptions and the answers.
     let revisions = Mutex(TimelineRevisions())
 
-    /// Base of the numeric ids: subscription i owns `base + i*1000 ..< base + i*1000 + 1000`.
+    /// Base of the numeric ids: subscription i of app 1 owns `base + i*1000 ..< base + i*1000 + 1000`.
     public static let originalIdBase: Int64 = 200_000_000_000_000
+    /// How far apart the ids of two apps are: app k's ids (transaction, web order line item, app
+    /// transaction) are app 1's plus (k - 1) × stride. One app's range is `subscribers × 1000`
+    /// (at most 10^10 for 10 million subscribers), so the apps' ids never meet.
+    public static let appIdStride: Int64 = 100_000_000_000
+    /// This app's offset, (app - 1) × ``appIdStride``.
+    let idOffset: Int64
     static let webOrderBase: Int64 = 300_000_000_000_000
     static let appTransactionBase: Int64 = 700_000_000_000_000
 
     public init(config: PopulationConfig, catalog: Catalog = .standard) {
+        precondition(config.app >= 1 && Int64(config.subscribers) * 1000 <= Population.appIdStride)
         self.config = config
         self.catalog = catalog
+        idOffset = Int64(config.app - 1) * Population.appIdStride
         let generator = PopulationGenerator(config: config, catalog: catalog)
         var records: [SubscriberRecord] = []
         records.reserveCapacity(config.subscribers)
@@ -52,21 +60,22 @@ public final class Population: Sendable {
 
     // MARK: Identifiers
 
-    public func originalTransactionId(_ i: Int) -> String { String(Population.originalIdBase + Int64(i) * 1000) }
+    public func originalTransactionId(_ i: Int) -> String { String(Population.originalIdBase + idOffset + Int64(i) * 1000) }
 
     /// The id of the subscription's `k`-th transaction (k = 0 is the original purchase).
     public func transactionId(_ i: Int, _ k: Int) -> String {
-        String(Population.originalIdBase + Int64(i) * 1000 + Int64(k))
+        String(Population.originalIdBase + idOffset + Int64(i) * 1000 + Int64(k))
     }
 
     public func webOrderLineItemId(_ i: Int, _ k: Int) -> String {
-        String(Population.webOrderBase + Int64(i) * 1000 + Int64(k))
+        String(Population.webOrderBase + idOffset + Int64(i) * 1000 + Int64(k))
     }
 
-    /// The subscription and transaction an id names, or nil when it is not one of ours.
+    /// The subscription and transaction an id names, or nil when it is not one of this app's.
     public func locate(transactionId: String) -> (subscriber: Int, transaction: Int)? {
-        guard let v = Int64(transactionId), v >= Population.originalIdBase else { return nil }
-        let offset = v - Population.originalIdBase
+        let base = Population.originalIdBase + idOffset
+        guard let v = Int64(transactionId), v >= base else { return nil }
+        let offset = v - base
         let i = offset / 1000
         guard i < Int64(records.count) else { return nil }
         return (Int(i), Int(offset % 1000))
@@ -86,7 +95,7 @@ public final class Population: Sendable {
     }
 
     public func appTransactionId(_ i: Int) -> String {
-        String(Population.appTransactionBase + Int64(customer(i)))
+        String(Population.appTransactionBase + idOffset + Int64(customer(i)))
     }
 
     /// The customer's `appAccountToken` (a UUID, lowercase), or nil when the app set none.

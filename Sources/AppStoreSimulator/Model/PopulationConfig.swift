@@ -27,11 +27,30 @@ public struct PopulationConfig: Sendable, Hashable {
     public var allSandbox: Bool = false
     public var bundleId: String = "com.example.churnwatch"
     public var appAppleId: Int64 = 1_234_567_890
+    /// Which of the simulator's apps this population is (1 is the first; see ``forApp(_:)``):
+    /// app k's ids are app 1's plus (k - 1) × ``Population/appIdStride``.
+    public var app: Int = 1
 
     public init(subscribers: Int, seed: UInt64, start: Int64) {
         self.subscribers = subscribers
         self.seed = seed
         self.start = start
+    }
+
+    /// The configuration of app `k` of a simulator serving several apps under one team key: app 1
+    /// is this configuration itself; app k ≥ 2 has bundle id `<bundleId>.app<k>`, app Apple id
+    /// `appAppleId + k - 1`, the same size, start and rates, and a seed derived from (seed, k), so
+    /// its subscribers are its own; its ids never meet another app's (``Population/appIdStride``).
+    public func forApp(_ k: Int) -> PopulationConfig {
+        precondition(k >= 1, "apps are numbered from 1")
+        guard k > 1 else { return self }
+        var c = self
+        c.app = k
+        c.bundleId = "\(bundleId).app\(k)"
+        c.appAppleId = appAppleId + Int64(k - 1)
+        var r = SimRandom(seed, UInt64(k), 60)
+        c.seed = r.next()
+        return c
     }
 
     /// The default start, `2026-01-01T00:00:00Z`.

@@ -4,7 +4,8 @@ import Foundation
 
 /// Checks App Store Server API bearer tokens as Apple does: ES256 over `header.claims` with the
 /// API key, header `alg` ES256 / `kid` / `typ` JWT, claims `iss`, `aud` = appstoreconnect-v1,
-/// `bid`, and `exp` at most 60 minutes after `iat`.
+/// `bid` (one of the team's apps: one key signs for every app of the team), and `exp` at most 60
+/// minutes after `iat`.
 ///
 /// `iat` is optional, as it is at Apple: Apple's own Python library (app-store-server-library
 /// 3.1.2) sends none, and Apple accepts its tokens. Without `iat` the token's remaining lifetime
@@ -13,7 +14,9 @@ import Foundation
 public struct APITokenVerifier: Sendable {
     public let issuerId: String
     public let keyId: String
-    public let bundleId: String
+    /// The apps the key may name in `bid` (the first is ``bundleId``).
+    public let bundleIds: [String]
+    public var bundleId: String { bundleIds[0] }
     public let publicKey: P256.Signing.PublicKey
     /// Reject tokens without `iat` (stricter than Apple).
     public let requireIssuedAt: Bool
@@ -35,9 +38,16 @@ public struct APITokenVerifier: Sendable {
 
     public init(issuerId: String, keyId: String, bundleId: String, publicKey: P256.Signing.PublicKey,
                 requireIssuedAt: Bool = false) {
+        self.init(issuerId: issuerId, keyId: keyId, bundleIds: [bundleId], publicKey: publicKey, requireIssuedAt: requireIssuedAt)
+    }
+
+    /// A verifier for a team key that serves several apps (`bundleIds`, not empty).
+    public init(issuerId: String, keyId: String, bundleIds: [String], publicKey: P256.Signing.PublicKey,
+                requireIssuedAt: Bool = false) {
+        precondition(!bundleIds.isEmpty)
         self.issuerId = issuerId
         self.keyId = keyId
-        self.bundleId = bundleId
+        self.bundleIds = bundleIds
         self.publicKey = publicKey
         self.requireIssuedAt = requireIssuedAt
     }
@@ -45,6 +55,12 @@ public struct APITokenVerifier: Sendable {
     /// Verifies an `Authorization` header value at `now` (UNIX seconds, wall clock); returns the
     /// token's `exp` on success.
     public func verify(authorization: String?, now: Int64) throws(Rejection) -> Int64 {
+        try verifyToken(authorization: authorization, now: now).expiresAt
+    }
+
+    /// Verifies an `Authorization` header value at `now` (UNIX seconds, wall clock); returns the
+    /// token's `exp` and the app its `bid` names (an index into ``bundleIds``).
+    public func verifyToken(authorization: String?, now: Int64) throws(Rejection) -> (expiresAt: Int64, app: Int) {
         guard let authorization, authorization.hasPrefix("Bearer ") else { throw .missing }
         let token = authorization.dropFirst(7).trimmingCharacters(in: .whitespaces)
         guard let jws = try? CompactJWS(token), let header = try? jws.decodeHeader(),
@@ -59,17 +75,17 @@ public struct APITokenVerifier: Sendable {
         else { throw .signature }
         guard claims.iss == issuerId else { throw .issuer }
         guard claims.aud == AppStoreAPIClaims.audience else { throw .audience }
-        guard claims.bid == bundleId else { throw .bundleId }
+        guard let app = bundleIds.firstIndex(of: claims.bid) else { throw .bundleId }
         guard let iat = claims.iat else {
             if requireIssuedAt { throw .missingIssuedAt }
             guard claims.exp > now else { throw .expired }
             guard claims.exp - now <= 3600 else { throw .lifetimeTooLong }
-            return claims.exp
+            return (claims.exp, app)
         }
         guard claims.exp - iat <= 3600 else { throw .lifetimeTooLong }
         guard claims.exp > now else { throw .expired }
         guard iat <= now + 60 else { throw .notYetValid }
-        return claims.exp
+        return (claims.exp, app)
     }
 
     /// Mints a token like churnwatch's client does (for `appstore-sim token`, benchmarks, tests).

@@ -68,6 +68,15 @@ public struct SimResponse: Sendable {
         json(status, (try? SigningChain.encode(value)) ?? Array("{}".utf8))
     }
 
+    /// A 400 of the `/_sim` endpoints: `{"error": message}`.
+    static func badRequest(_ message: String) -> SimResponse {
+        var w = JSONWriter()
+        w.beginObject()
+        w.string("error", message)
+        w.endObject()
+        return .json(400, w.bytes)
+    }
+
     static func error(_ e: AppleError) -> SimResponse {
         json(e.httpStatus, ErrorPayload(errorCode: e.code, errorMessage: e.message))
     }

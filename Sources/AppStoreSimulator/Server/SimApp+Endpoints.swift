@@ -1,8 +1,30 @@
 import AppStoreModels
 import NIOCore
 
-extension SimulatorService {
+extension SimApp {
     // MARK: Apple's endpoints
+
+    /// Answers an authenticated, admitted `/inApps` request with this app's data.
+    func answer(_ req: SimRequest, endpoint: String, id: String?, now: Int64) -> SimResponse {
+        let response: SimResponse
+        do throws(AppleError) {
+            guard let id else { throw AppleError(404, 4_040_000, "Not found.") }
+            switch endpoint {
+            case "subscriptions": response = try statuses(id: id, query: req.query, env: req.environment, now: now)
+            case "history": response = try history(id: id, query: req.query, env: req.environment, now: now)
+            case "transactions": response = try transactionInfo(id: id, env: req.environment, now: now)
+            case "refund_lookup": response = try refunds(id: id, query: req.query, env: req.environment, now: now)
+            case "notification_history": response = try notificationHistory(req, now: now)
+            case "consumption": response = try sendConsumption(req, id: id, now: now)
+            default: throw AppleError(404, 4_040_000, "Not found.")
+            }
+        } catch {
+            stats.withLock { $0.count(endpoint, error.httpStatus) }
+            return error.httpStatus == 404 && error.code == 4_040_000 ? SimResponse(status: 404) : .error(error)
+        }
+        stats.withLock { $0.count(endpoint, response.status) }
+        return response
+    }
 
     /// The subscription and transaction an id names in this environment at `now`.
     func resolve(_ id: String, env: SimEnvironment, now: Int64) throws(AppleError) -> (Int, Int) {

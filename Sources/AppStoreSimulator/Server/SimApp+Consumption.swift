@@ -1,4 +1,4 @@
-extension SimulatorService {
+extension SimApp {
     /// `PUT /inApps/v2/transactions/consumption/{transactionId}` (Send Consumption Information):
     /// the transaction must exist in this environment (`4000006` malformed, `4040010` unknown),
     /// the body must pass Apple's checks (``ConsumptionInfo/parse(_:)``); then 202 with an empty

@@ -39,7 +39,7 @@ struct NotificationHistoryBody: Encodable {
     var paginationToken: String
 }
 
-extension SimulatorService {
+extension SimApp {
     /// Every notification of the population in `signedDate` order, built on first use.
     var notificationIndex: NotificationIndex {
         notificationIndexBox.withLock { box in
@@ -151,7 +151,7 @@ extension SimulatorService {
     }
 }
 
-extension SimulatorService {
+extension SimApp {
     /// The `from` and `to` of a truth query (ISO 8601; default the population's start and the
     /// clock's now); nil when either is not a time.
     func timeWindow(_ query: [String: String]) -> (from: Int64, to: Int64)? {
