@@ -95,8 +95,9 @@ extension ChurnStore {
     }
 
     /// With the feed, the stale safety net levelled over its cycle (``PlanWindows/feedStaleAfter``):
-    /// on its own night (``StaleSlots``) unless polled in the last `staleSkipRecent` (a quarter of
-    /// the cycle if that is shorter), or on any night once not polled for the cycle and that. A
+    /// on its own night (``StaleSlots``) unless heard of (`last_success_at`: polled, or a notification
+    /// applied) in the last `staleSkipRecent` (a quarter of the cycle if that is shorter), or on any
+    /// night once not heard of for the cycle and that. A
     /// cycle no longer than a night is a plain age.
     static func feedStaleRule(asOf: Date, windows w: PlanWindows) -> PostgresQuery {
         let cycle = w.feedStaleAfter

@@ -15,11 +15,12 @@ public struct PlanWindows: Sendable, Equatable, Codable {
     /// subscriptions current without a poll, so polling each of them once a cycle buys little;
     /// and after a night that polled everyone (the first), a plain age rule polled them all again
     /// on one night a cycle later: a wave of half the population. So each subscription has its
-    /// own night in the cycle (``StaleSlots``), and is polled on it unless polled in the last
-    /// `staleSkipRecent`; the same share of the population is due every night. One not polled for
-    /// `feedStaleAfter + staleSkipRecent` (its night fell on a night with no run) is due on any night.
+    /// own night in the cycle (``StaleSlots``), and is polled on it unless heard of (polled, or a
+    /// notification applied: `last_success_at`) in the last `staleSkipRecent`; the same share of the
+    /// population is due every night. One not heard of for `feedStaleAfter + staleSkipRecent` (its
+    /// night fell on a night with no run) is due on any night.
     public var feedStaleAfter: TimeInterval = 120 * 86_400
-    /// With the feed: a subscription polled this recently (default 7 days) skips its stale night.
+    /// With the feed: a subscription heard of this recently (default 7 days) skips its stale night.
     public var staleSkipRecent: TimeInterval = 7 * 86_400
     /// Billing trouble is followed at most this long after the period ended (Apple retries up to 60 days).
     public var billingRetryLimit: TimeInterval = 60 * 86_400
