@@ -173,7 +173,7 @@ struct Serve: AsyncParsableCommand {
             guard let k = PayloadFault(rawValue: String($0)) else { throw ValidationError("--fault-kinds: unknown kind \($0)") }
             return k
         }
-        guard (1...100).contains(apps) else { throw ValidationError("--apps: 1 to 100") }
+        guard (1...100).contains(apps) else { throw ValidationError("--apps \(apps): the number of apps served is 1 to 100 (e.g. --apps 2)") }
         let identity = try SimulatorIdentity.loadOrCreate(dir: pkiDir)
         let pops = (1...apps).map { Population(config: config.forApp($0)) }
         let pop = pops[0]
@@ -217,7 +217,7 @@ struct Token: ParsableCommand {
         let identity = try SimulatorIdentity.loadOrCreate(dir: pkiDir)
         var bid = bundleId
         if bid == nil, let app {
-            guard let apps = ClientFiles.apps(dir: pkiDir), (1...apps.count).contains(app) else {
+            guard let apps = ClientFiles.apps(dir: pkiDir), app >= 1, app <= apps.count else {
                 throw ValidationError("--app \(app): \(pkiDir)/apps.tsv does not list that app (start serve --apps first)")
             }
             bid = apps[app - 1].bundleId
