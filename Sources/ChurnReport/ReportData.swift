@@ -7,6 +7,8 @@ import Foundation
 public struct ReportData: Sendable, Equatable {
     /// The moment the report describes (`--as-of`, default now).
     public var asOf: Date
+    /// The app (bundle id) it describes; "" for a database whose app is not known.
+    public var app = ""
     /// The number of days the time series cover, ending with the as-of day.
     public var days: Int
     /// False when the database has no churnwatch schema yet: the page says so.

@@ -137,8 +137,8 @@ public struct BackfillCounts: Sendable, Equatable {
 
 extension ChurnStore {
     /// The cohort as one statement: rows of `original_transaction_id`, each subscription once.
-    static func backfillSelection(_ c: BackfillCohort) -> PostgresQuery {
-        var conditions: [PostgresQuery] = []
+    static func backfillSelection(app: String, _ c: BackfillCohort) -> PostgresQuery {
+        var conditions: [PostgresQuery] = ["s.bundle_id = \(app)"]
         if !c.productIds.isEmpty { conditions.append("s.product_id = ANY(\(c.productIds))") }
         if let group = c.groupId { conditions.append("s.subscription_group_id = \(group)") }
         if let environment = c.environment {
@@ -157,7 +157,7 @@ extension ChurnStore {
                                               WHERE \(Self.joined(purchase, " AND ")))
                 """)
         }
-        let filter: PostgresQuery = conditions.isEmpty ? "true" : Self.joined(conditions, " AND ")
+        let filter = Self.joined(conditions, " AND ")
         return """
             SELECT s.original_transaction_id
             FROM churnwatch.subscriptions s
@@ -177,7 +177,7 @@ extension ChurnStore {
 
     /// Counts what a backfill of `cohort` would poll. Writes nothing.
     public func backfillCount(_ cohort: BackfillCohort, asOf: Date) async throws -> BackfillCounts {
-        let selection = Self.backfillSelection(cohort)
+        let selection = Self.backfillSelection(app: app, cohort)
         return try await pool.withConnection { db in
             let row = try db.query("""
                 SELECT count(*) AS total,
@@ -206,11 +206,11 @@ extension ChurnStore {
     /// Creates a backfill run and plans its items (reason `backfill`) in one transaction, on
     /// the same queue as nightly runs. A crash before COMMIT leaves nothing behind.
     public func runCreateBackfill(asOf: Date, cohort: BackfillCohort, params: StoredJSON) async throws -> RunRecord {
-        let selection = Self.backfillSelection(cohort)
+        let selection = Self.backfillSelection(app: app, cohort)
         let result = try await pool.withTransaction { db in
             let run = try Self.decodeRun(try db.query("""
-                INSERT INTO churnwatch.runs (kind, as_of, status, params)
-                VALUES ('backfill', \(asOf), 'running', \(params))
+                INSERT INTO churnwatch.runs (bundle_id, kind, as_of, status, params)
+                VALUES (\(app), 'backfill', \(asOf), 'running', \(params))
                 RETURNING \(Self.runColumns)
                 """)[0])
             let due = try db.execute("""

@@ -10,7 +10,7 @@ extension ChurnStore {
         try await pool.withConnection { db in
             let rows = try db.query("""
                 SELECT synced_until, window_start, window_end, pagination_token, last_sync_at, last_sync_records, records_total
-                FROM churnwatch.notification_feed WHERE environment = \(environment.rawValue)
+                FROM churnwatch.notification_feed WHERE bundle_id = \(app) AND environment = \(environment.rawValue)
                 """)
             guard let row = rows.first else { return FeedState() }
             var state = FeedState()
@@ -35,10 +35,10 @@ extension ChurnStore {
         let token = cursor.inProgress?.paginationToken
         try await pool.withConnection { db in
             try db.execute("""
-                INSERT INTO churnwatch.notification_feed AS f (environment, synced_until, window_start, window_end, pagination_token,
-                                                               last_sync_at, last_sync_records, records_total)
-                VALUES (\(environment.rawValue), \(until), \(start), \(end), \(token), \(finishedAt), \(records), \(records))
-                ON CONFLICT (environment) DO UPDATE SET
+                INSERT INTO churnwatch.notification_feed AS f (bundle_id, environment, synced_until, window_start, window_end,
+                                                               pagination_token, last_sync_at, last_sync_records, records_total)
+                VALUES (\(app), \(environment.rawValue), \(until), \(start), \(end), \(token), \(finishedAt), \(records), \(records))
+                ON CONFLICT (bundle_id, environment) DO UPDATE SET
                     synced_until = excluded.synced_until, window_start = excluded.window_start,
                     window_end = excluded.window_end, pagination_token = excluded.pagination_token,
                     last_sync_at = coalesce(excluded.last_sync_at, f.last_sync_at),
@@ -106,7 +106,7 @@ extension ChurnStore {
                 SELECT \(Self.feedItemColumns)
                 FROM churnwatch.subscriptions s
                 LEFT JOIN churnwatch.subscription_segments g USING (original_transaction_id)
-                WHERE s.original_transaction_id > \(after) AND s.environment = \(environment.rawValue)
+                WHERE s.original_transaction_id > \(after) AND s.environment = \(environment.rawValue) AND s.bundle_id = \(app)
                   AND s.established_at IS NOT NULL AND s.last_polled_at IS NULL AND s.snapshot IS NOT NULL
                 ORDER BY s.original_transaction_id
                 LIMIT \(limit)
@@ -122,8 +122,8 @@ extension ChurnStore {
         guard !entries.isEmpty else { return 0 }
         let columns = entries.reduce(into: WinbackColumns()) { $0.append($1.entry, $1.item) }
         return try await pool.withTransaction { db in
-            let created = try Self.winbackInsert(db, columns, runId: runId, openedAt: openedAt)
-            try Self.winbackAssignOffers(db, columns)
+            let created = try Self.winbackInsert(db, app: app, columns, runId: runId, openedAt: openedAt)
+            try Self.winbackAssignOffers(db, app: app, columns)
             return created
         }
     }
@@ -145,14 +145,14 @@ extension ChurnStore {
             var last24h: [NotificationOutcome: Int] = [:]
             for row in try db.query("""
                 SELECT outcome, count(*) AS n FROM churnwatch.notifications
-                WHERE received_at > \(asOf.addingTimeInterval(-86_400)) GROUP BY outcome
+                WHERE received_at > \(asOf.addingTimeInterval(-86_400)) AND bundle_id = \(app) GROUP BY outcome
                 """) {
                 if let o = NotificationOutcome(rawValue: try row.decode(String.self, "outcome")) { last24h[o] = try row.decode(Int.self, "n") }
             }
             let pending = try db.query("SELECT count(*) AS n FROM churnwatch.notification_inbox WHERE processed_at IS NULL")[0]
                 .decode(Int.self, "n")
             return FeedStatus(state: state, last24h: last24h, inboxPending: pending,
-                              hasNotifications: try Self.notificationsSeen(db, environment: environment))
+                              hasNotifications: try Self.notificationsSeen(db, app: app, environment: environment))
         }
     }
 
@@ -160,13 +160,14 @@ extension ChurnStore {
     /// from then on planning trusts that environment's feed and polls only where it is silent
     /// (``PlanWindows/feedEnvironments``).
     public func notificationsSeen(environment: AppStoreEnvironment) async throws -> Bool {
-        try await pool.withConnection { db in try Self.notificationsSeen(db, environment: environment) }
+        try await pool.withConnection { db in try Self.notificationsSeen(db, app: app, environment: environment) }
     }
 
-    static func notificationsSeen(_ db: PostgresConnection, environment: AppStoreEnvironment) throws -> Bool {
+    static func notificationsSeen(_ db: PostgresConnection, app: String, environment: AppStoreEnvironment) throws -> Bool {
         try db.query("""
             SELECT EXISTS (SELECT 1 FROM churnwatch.notifications
-                           WHERE environment = \(environment.rawValue) AND outcome IN ('applied', 'stale')) AS seen
+                           WHERE environment = \(environment.rawValue) AND outcome IN ('applied', 'stale')
+                             AND bundle_id = \(app)) AS seen
             """)[0].decode(Bool.self, "seen")
     }
 }

@@ -36,7 +36,7 @@ extension ChurnStore {
         let quarantine = decided.quarantine.reduce(into: QuarantineColumns()) { $0.append($1.originalTransactionId, $1.payload) }
         return try await pool.withTransaction { db in
             var counts = FeedCounts()
-            counts.registered = try Self.subscriptionsRegister(db, decided.register)
+            counts.registered = try Self.subscriptionsRegister(db, app: app, decided.register)
             let (written, conflicted) = try Self.subscriptionsWritePolled(
                 db, all.subscriptions, ids: all.polledIds, environments: all.polledEnvironments, detectedAt: detectedAt, polled: false,
                 established: decided.established)
@@ -45,11 +45,11 @@ extension ChurnStore {
             // The rare conflict: the batch again without those subscriptions.
             let batch = decided.without(conflicted)
             let b = conflicted.isEmpty ? all : try PollBatch(batch.writes)
-            (counts.events, counts.obsoleted, counts.enqueued) = try Self.observationsWrite(db, b, runId: runId, asOf: asOf,
+            (counts.events, counts.obsoleted, counts.enqueued) = try Self.observationsWrite(db, app: app, b, runId: runId, asOf: asOf,
                                                                                            detectedAt: detectedAt)
-            counts.quarantined = try Self.quarantineInsert(db, quarantine, runId: runId)
-            counts.recorded = try Self.notificationsInsert(db, batch.records)
-            try Self.refundNoticesWrite(db, batch.refunds, receivedAt: detectedAt)
+            counts.quarantined = try Self.quarantineInsert(db, app: app, quarantine, runId: runId)
+            counts.recorded = try Self.notificationsInsert(db, app: app, batch.records)
+            try Self.refundNoticesWrite(db, app: app, batch.refunds, receivedAt: detectedAt)
             try Self.notificationInboxFinish(db, batch.inbox)
             return counts
         }
@@ -57,12 +57,12 @@ extension ChurnStore {
 
     /// Subscriptions first heard of through a notification, registered as the app's backend
     /// would (an existing row is left alone).
-    static func subscriptionsRegister(_ db: PostgresConnection,
+    static func subscriptionsRegister(_ db: PostgresConnection, app: String,
                                       _ rows: [(id: String, environment: AppStoreEnvironment, appAccountToken: UUID?)]) throws -> Int {
         guard !rows.isEmpty else { return 0 }
         return try db.execute("""
-            INSERT INTO churnwatch.subscriptions (original_transaction_id, environment, app_account_token)
-            SELECT id, environment, token
+            INSERT INTO churnwatch.subscriptions (bundle_id, original_transaction_id, environment, app_account_token)
+            SELECT \(app), id, environment, token
             FROM unnest(\(rows.map(\.id))::text[], \(rows.map(\.environment.rawValue))::text[], \(rows.map(\.appAccountToken))::uuid[])
                  AS u(id, environment, token)
             ON CONFLICT (original_transaction_id) DO NOTHING
@@ -70,12 +70,12 @@ extension ChurnStore {
     }
 
     /// The notifications' rows; one already recorded (by its UUID) is skipped. Returns how many were written.
-    static func notificationsInsert(_ db: PostgresConnection, _ records: [NotificationRecord]) throws -> Int {
+    static func notificationsInsert(_ db: PostgresConnection, app: String, _ records: [NotificationRecord]) throws -> Int {
         guard !records.isEmpty else { return 0 }
         return try db.execute("""
-            INSERT INTO churnwatch.notifications (notification_uuid, notification_type, subtype, signed_date,
+            INSERT INTO churnwatch.notifications (bundle_id, notification_uuid, notification_type, subtype, signed_date,
                                                   original_transaction_id, environment, source, outcome, reason, payload_sha256)
-            SELECT uuid, type, subtype, signed_date, otid, environment, source, outcome, reason, digest
+            SELECT \(app), uuid, type, subtype, signed_date, otid, environment, source, outcome, reason, digest
             FROM unnest(\(records.map(\.uuid))::uuid[], \(records.map(\.type))::text[], \(records.map(\.subtype))::text[],
                         \(records.map(\.signedDate))::timestamptz[], \(records.map(\.originalTransactionId))::text[],
                         \(records.map(\.environment?.rawValue))::text[], \(records.map(\.source.rawValue))::text[],

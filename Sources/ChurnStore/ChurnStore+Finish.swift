@@ -30,16 +30,17 @@ extension ChurnStore {
     public func runFinish(_ runId: Int64, asOf: Date) async throws -> RunSummary {
         try await pool.withTransaction { db in
             try db.execute("""
-                INSERT INTO churnwatch.subscription_segments (original_transaction_id, app_account_token, customer_ref, segment, segment_since)
-                SELECT s.original_transaction_id, s.app_account_token, s.customer_ref, 'unknown', s.registered_at
+                INSERT INTO churnwatch.subscription_segments (bundle_id, original_transaction_id, app_account_token, customer_ref,
+                                                              segment, segment_since)
+                SELECT s.bundle_id, s.original_transaction_id, s.app_account_token, s.customer_ref, 'unknown', s.registered_at
                 FROM churnwatch.subscriptions s
-                WHERE NOT EXISTS (SELECT 1 FROM churnwatch.subscription_segments g WHERE g.original_transaction_id = s.original_transaction_id)
+                WHERE s.bundle_id = \(app) AND NOT EXISTS (SELECT 1 FROM churnwatch.subscription_segments g WHERE g.original_transaction_id = s.original_transaction_id)
                 """)
             let expired = try db.execute("""
                 UPDATE churnwatch.winback_queue SET status = 'expired', updated_at = now()
-                WHERE status = 'pending' AND expires_at <= \(asOf)
+                WHERE status = 'pending' AND expires_at <= \(asOf) AND bundle_id = \(app)
                 """)
-            try Self.segmentDailyWrite(db, day: asOf)
+            try Self.segmentDailyWrite(db, app: app, day: asOf)
 
             var summary = RunSummary(runId: runId)
             summary.expired = expired
@@ -83,14 +84,15 @@ extension ChurnStore {
         }
     }
 
-    /// The day's segment sizes by product, replacing any earlier figures for that day.
-    static func segmentDailyWrite(_ db: PostgresConnection, day: Date) throws {
+    /// The day's segment sizes of `app` by product, replacing any earlier figures for that day.
+    static func segmentDailyWrite(_ db: PostgresConnection, app: String, day: Date) throws {
         let dayText = Self.dayString(day)
-        try db.execute("DELETE FROM churnwatch.segment_daily WHERE day = \(dayText)::date")
+        try db.execute("DELETE FROM churnwatch.segment_daily WHERE bundle_id = \(app) AND day = \(dayText)::date")
         try db.execute("""
-            INSERT INTO churnwatch.segment_daily (day, segment, product_id, subscriptions)
-            SELECT \(dayText)::date, segment, coalesce(product_id, ''), count(*)
+            INSERT INTO churnwatch.segment_daily (bundle_id, day, segment, product_id, subscriptions)
+            SELECT \(app), \(dayText)::date, segment, coalesce(product_id, ''), count(*)
             FROM churnwatch.subscription_segments
+            WHERE bundle_id = \(app)
             GROUP BY segment, coalesce(product_id, '')
             """)
     }

@@ -49,9 +49,10 @@ extension ChurnStore {
             let distinct = try db.query("SELECT count(DISTINCT original_transaction_id) FROM import_stage")[0].decode(Int.self, at: 0)
             counts.duplicatesInFile = counts.read - distinct
             counts.inserted = try db.execute("""
-                INSERT INTO churnwatch.subscriptions (original_transaction_id, app_account_token, customer_ref, environment, receipt_data)
+                INSERT INTO churnwatch.subscriptions (bundle_id, original_transaction_id, app_account_token, customer_ref, environment,
+                                                      receipt_data)
                 SELECT DISTINCT ON (original_transaction_id)
-                       original_transaction_id, app_account_token, customer_ref, environment, receipt_data
+                       \(app), original_transaction_id, app_account_token, customer_ref, environment, receipt_data
                 FROM import_stage
                 ORDER BY original_transaction_id, line
                 ON CONFLICT (original_transaction_id) DO NOTHING

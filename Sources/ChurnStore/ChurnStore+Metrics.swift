@@ -42,12 +42,12 @@ extension ChurnStore {
                 figures.items = items
                 figures.eventsByType = events
             }
-            for row in try db.query("SELECT segment, count(*) AS n FROM churnwatch.subscription_segments GROUP BY segment") {
+            for row in try db.query("SELECT segment, count(*) AS n FROM churnwatch.subscription_segments WHERE bundle_id = \(app) GROUP BY segment") {
                 figures.segments[try row.decode(String.self, "segment")] = try row.decode(Int.self, "n")
             }
             for row in try db.query("""
                 SELECT campaign, status, count(*) AS n FROM churnwatch.winback_queue
-                WHERE status IN ('pending', 'claimed') GROUP BY campaign, status
+                WHERE status IN ('pending', 'claimed') AND bundle_id = \(app) GROUP BY campaign, status
                 """) {
                 figures.winbackDepth[try row.decode(String.self, "campaign"), default: [:]][try row.decode(String.self, "status")] =
                     try row.decode(Int.self, "n")

@@ -27,9 +27,9 @@ extension ChurnStore {
     public func offersSet(_ offer: CampaignOffer) async throws {
         try await pool.withTransaction { db in
             try db.execute("""
-                INSERT INTO churnwatch.offers (campaign, product_id, offer_id, holdout)
-                VALUES (\(offer.campaign.rawValue), \(offer.productId ?? ""), \(offer.offerId), \(offer.holdout))
-                ON CONFLICT (campaign, product_id) DO UPDATE SET offer_id = excluded.offer_id, holdout = excluded.holdout,
+                INSERT INTO churnwatch.offers (bundle_id, campaign, product_id, offer_id, holdout)
+                VALUES (\(app), \(offer.campaign.rawValue), \(offer.productId ?? ""), \(offer.offerId), \(offer.holdout))
+                ON CONFLICT (bundle_id, campaign, product_id) DO UPDATE SET offer_id = excluded.offer_id, holdout = excluded.holdout,
                     updated_at = now()
                 """)
         }
@@ -39,7 +39,8 @@ extension ChurnStore {
     public func offersList() async throws -> [CampaignOffer] {
         try await pool.withConnection { db in
             try db.query("""
-                SELECT campaign, product_id, offer_id, holdout, updated_at FROM churnwatch.offers ORDER BY campaign, product_id
+                SELECT campaign, product_id, offer_id, holdout, updated_at FROM churnwatch.offers WHERE bundle_id = \(app)
+                ORDER BY campaign, product_id
                 """).compactMap { row -> CampaignOffer? in
                 guard let c = WinbackCampaign(rawValue: try row.decode(String.self, "campaign")) else { return nil }
                 let product = try row.decode(String.self, "product_id")
@@ -54,22 +55,27 @@ extension ChurnStore {
     public func offersRemove(campaign: WinbackCampaign, productId: String?) async throws -> Int {
         try await pool.withTransaction { db in
             try db.execute("""
-                DELETE FROM churnwatch.offers WHERE campaign = \(campaign.rawValue) AND product_id = \(productId ?? "")
+                DELETE FROM churnwatch.offers WHERE bundle_id = \(app) AND campaign = \(campaign.rawValue) AND product_id = \(productId ?? "")
                 """)
         }
     }
 
-    /// Whether any offer is configured for `campaign` (claiming it then needs the signing key).
-    public func offersConfigured(campaign: WinbackCampaign) async throws -> Bool {
-        try await pool.withConnection { db in
-            try db.query("SELECT EXISTS (SELECT 1 FROM churnwatch.offers WHERE campaign = \(campaign.rawValue))")[0].decode(Bool.self, at: 0)
+    /// Whether any offer is configured for `campaign` in one of `apps` (bundle ids; nil: this
+    /// store's app, empty: any app): claiming it then needs the signing key.
+    public func offersConfigured(campaign: WinbackCampaign, apps: [String]? = nil) async throws -> Bool {
+        let apps = apps ?? [app]
+        return try await pool.withConnection { db in
+            try db.query("""
+                SELECT EXISTS (SELECT 1 FROM churnwatch.offers WHERE campaign = \(campaign.rawValue)
+                               AND (cardinality(\(apps)::text[]) = 0 OR bundle_id = ANY(\(apps)::text[])))
+                """)[0].decode(Bool.self, at: 0)
         }
     }
 
     /// Gives the entries created in this transaction (by the queue insert of a poll-results
     /// commit) the offer of their campaign and product, and draws their holdout: an entry whose
     /// `holdout_draw` falls below the offer's share becomes `held_out`, never claimable.
-    static func winbackAssignOffers(_ db: PostgresConnection, _ q: WinbackColumns) throws {
+    static func winbackAssignOffers(_ db: PostgresConnection, app: String, _ q: WinbackColumns) throws {
         guard !q.ids.isEmpty else { return }
         try db.execute("""
             UPDATE churnwatch.winback_queue w SET
@@ -82,7 +88,7 @@ extension ChurnStore {
                      AS u(id, campaign, episode, product_id)
                  CROSS JOIN LATERAL (
                      SELECT offer_id, holdout FROM churnwatch.offers o
-                     WHERE o.campaign = u.campaign AND o.product_id IN (u.product_id, '')
+                     WHERE o.bundle_id = \(app) AND o.campaign = u.campaign AND o.product_id IN (u.product_id, '')
                      ORDER BY o.product_id = '' LIMIT 1
                  ) AS o
             WHERE w.original_transaction_id = u.id AND w.campaign = u.campaign AND w.episode = u.episode

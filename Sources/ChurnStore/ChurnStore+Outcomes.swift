@@ -135,12 +135,12 @@ extension ChurnStore {
     /// offer) has passed by `asOf` counts as lost.
     public func outcomeSummaries(since: Date?, grouping: OutcomeSummary.Grouping, asOf: Date) async throws -> [OutcomeSummary] {
         try await pool.withConnection { db in
-            try Self.outcomeSummaries(db, since: since, grouping: grouping, asOf: asOf)
+            try Self.outcomeSummaries(db, app: app, since: since, grouping: grouping, asOf: asOf)
         }
     }
 
     /// `outcomeSummaries` on a connection the caller holds (the report reads them in its snapshot).
-    static func outcomeSummaries(_ db: PostgresConnection, since: Date?, grouping: OutcomeSummary.Grouping,
+    static func outcomeSummaries(_ db: PostgresConnection, app: String, since: Date?, grouping: OutcomeSummary.Grouping,
                                  asOf: Date) throws -> [OutcomeSummary] {
         let byOffer = grouping != .campaign, byProduct = grouping == .product
         let entries: PostgresQuery = """
@@ -150,7 +150,7 @@ extension ChurnStore {
                        THEN \(RetentionOutcomeRules.settleWindow) ELSE 0 END) <= \(asOf) THEN 'lost' END) AS outcome,
                    w.outcome_at, w.outcome_price, w.outcome_currency, w.opened_at
             FROM churnwatch.winback_queue w
-            WHERE \(since)::timestamptz IS NULL OR w.opened_at >= \(since)::timestamptz
+            WHERE w.bundle_id = \(app) AND (\(since)::timestamptz IS NULL OR w.opened_at >= \(since)::timestamptz)
             """
         var summaries: [OutcomeSummary] = []
         var index: [String: Int] = [:]

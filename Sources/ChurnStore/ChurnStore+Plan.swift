@@ -116,13 +116,14 @@ extension ChurnStore {
 
     /// The due selection, in one pass over `churnwatch.subscriptions`: one row per due
     /// subscription, `(original_transaction_id, reason, priority)`, for the first reason it is
-    /// due for. `columns` adds columns of the subscription (e.g. `", receipt_data IS NOT NULL AS r"`).
+    /// due for, of `app`'s subscriptions. `columns` adds columns of the subscription (e.g.
+    /// `", receipt_data IS NOT NULL AS r"`).
     ///
     /// One scan, not one branch per reason: at a million subscriptions a third or more are due
     /// on a night (every page of the table holds some), so the branches read the whole table
     /// between them, and their union had to be sorted and made distinct. The disjunction in
     /// WHERE still lets the planner combine the window indexes (a BitmapOr) when few are due.
-    static func dueSelection(asOf: Date, windows: PlanWindows, columns: PostgresQuery = "") -> PostgresQuery {
+    static func dueSelection(app: String, asOf: Date, windows: PlanWindows, columns: PostgresQuery = "") -> PostgresQuery {
         let rules = dueRules(asOf: asOf, windows: windows)
         let reason = PostgresQuery.joined(rules.map { "WHEN \($0.condition) THEN \($0.reason.rawValue)" }, separator: "\n")
         let priority = PostgresQuery.joined(rules.map { "WHEN \($0.condition) THEN \($0.reason.priority)" }, separator: "\n")
@@ -130,7 +131,7 @@ extension ChurnStore {
         return """
             SELECT original_transaction_id, CASE \(reason) END AS reason, CASE \(priority) END AS priority\(columns)
             FROM churnwatch.subscriptions
-            WHERE \(due)
+            WHERE bundle_id = \(app) AND (\(due))
             """
     }
 
@@ -141,7 +142,7 @@ extension ChurnStore {
 
     /// Counts what a run at `asOf` would poll. Writes nothing.
     public func planCounts(asOf: Date, windows: PlanWindows) async throws -> PlanCounts {
-        let selection = Self.dueSelection(asOf: asOf, windows: windows, columns: """
+        let selection = Self.dueSelection(app: app, asOf: asOf, windows: windows, columns: """
             , (receipt_data IS NOT NULL AND original_transaction_id LIKE 'receipt:%') AS receipt_only,
               (last_success_at IS NULL OR expires_at <= \(asOf)) AS likely_history
             """)

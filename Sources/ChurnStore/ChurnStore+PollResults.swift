@@ -38,9 +38,9 @@ extension ChurnStore {
             counts.polled = written - conflicted.count
             counts.conflicted = retried
             counts.failed = try Self.subscriptionsWriteFailed(db, ids: b.failedIds, reasons: b.failedReasons, detectedAt: detectedAt)
-            (counts.events, counts.obsoleted, counts.enqueued) = try Self.observationsWrite(db, b, runId: runId, asOf: asOf,
+            (counts.events, counts.obsoleted, counts.enqueued) = try Self.observationsWrite(db, app: app, b, runId: runId, asOf: asOf,
                                                                                            detectedAt: detectedAt)
-            counts.quarantined = try Self.quarantineInsert(db, b.quarantine, runId: runId)
+            counts.quarantined = try Self.quarantineInsert(db, app: app, b.quarantine, runId: runId)
             try Self.runItemsFinish(db, b, runId: runId)
             try Self.runItemsRetry(db, runId: runId, ids: retried)
             return counts
@@ -63,15 +63,15 @@ extension ChurnStore {
     /// What a poll's batch and a change-feed commit both write after the subscriptions' rows:
     /// transactions, events, segments, retention outcomes and win-back entries. Returns the
     /// events written, the win-back entries made obsolete and those enqueued.
-    static func observationsWrite(_ db: PostgresConnection, _ b: PollBatch, runId: Int64?, asOf: Date,
+    static func observationsWrite(_ db: PostgresConnection, app: String, _ b: PollBatch, runId: Int64?, asOf: Date,
                                   detectedAt: Date) throws -> (events: Int, obsoleted: Int, enqueued: Int) {
         try transactionsUpsert(db, b.transactions)
-        let events = try churnEventsInsert(db, b.events, runId: runId, detectedAt: detectedAt)
-        try segmentsUpsert(db, b.segments, detectedAt: detectedAt)
+        let events = try churnEventsInsert(db, app: app, b.events, runId: runId, detectedAt: detectedAt)
+        try segmentsUpsert(db, app: app, b.segments, detectedAt: detectedAt)
         try retentionRecord(db, b.retention, asOf: asOf)
         let obsoleted = try winbackObsolete(db, b.obsolete, runId: runId)
-        let enqueued = try winbackInsert(db, b.winback, runId: runId, openedAt: asOf)
-        try winbackAssignOffers(db, b.winback)
+        let enqueued = try winbackInsert(db, app: app, b.winback, runId: runId, openedAt: asOf)
+        try winbackAssignOffers(db, app: app, b.winback)
         return (events, obsoleted, enqueued)
     }
 }

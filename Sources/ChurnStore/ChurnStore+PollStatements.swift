@@ -109,11 +109,11 @@ extension ChurnStore {
 
     /// Appends detected events; one already recorded (same subscription, event and moment) is
     /// not added again. Returns how many were added.
-    static func churnEventsInsert(_ db: PostgresConnection, _ ec: EventColumns, runId: Int64?, detectedAt: Date) throws -> Int {
+    static func churnEventsInsert(_ db: PostgresConnection, app: String, _ ec: EventColumns, runId: Int64?, detectedAt: Date) throws -> Int {
         guard !ec.ids.isEmpty else { return 0 }
         return try db.execute("""
-            INSERT INTO churnwatch.churn_events (original_transaction_id, event, occurred_at, detected_at, run_id, details)
-            SELECT id, event, occurred_at, \(detectedAt), \(runId), details
+            INSERT INTO churnwatch.churn_events (bundle_id, original_transaction_id, event, occurred_at, detected_at, run_id, details)
+            SELECT \(app), id, event, occurred_at, \(detectedAt), \(runId), details
             FROM unnest(\(ec.ids)::text[], \(ec.types)::text[], \(ec.occurredAts)::timestamptz[], \(ec.details)::jsonb[])
                  AS u(id, event, occurred_at, details)
             ON CONFLICT (original_transaction_id, event, occurred_at) DO NOTHING
@@ -121,13 +121,13 @@ extension ChurnStore {
     }
 
     /// Each fresh subscription's current segment row (with its next renewal's price), inserted or replaced.
-    static func segmentsUpsert(_ db: PostgresConnection, _ gc: SegmentColumns, detectedAt: Date) throws {
+    static func segmentsUpsert(_ db: PostgresConnection, app: String, _ gc: SegmentColumns, detectedAt: Date) throws {
         guard !gc.ids.isEmpty else { return }
         try db.execute("""
-            INSERT INTO churnwatch.subscription_segments (original_transaction_id, app_account_token, customer_ref,
+            INSERT INTO churnwatch.subscription_segments (bundle_id, original_transaction_id, app_account_token, customer_ref,
                 product_id, segment, segment_since, expires_at, auto_renew, in_billing_retry, grace_period_expires_at,
                 expiration_intent, revocation_reason, offer_type, last_polled_at, renewal_price, renewal_currency)
-            SELECT id, token, ref, product_id, segment, since, expires_at, auto_renew, in_retry, grace, intent,
+            SELECT \(app), id, token, ref, product_id, segment, since, expires_at, auto_renew, in_retry, grace, intent,
                    revocation_reason, offer_type, \(detectedAt), renewal_price, renewal_currency
             FROM unnest(\(gc.ids)::text[], \(gc.tokens)::uuid[], \(gc.refs)::text[], \(gc.productIds)::text[],
                         \(gc.segments)::text[], \(gc.sinces)::timestamptz[], \(gc.expiresAts)::timestamptz[],
@@ -163,12 +163,12 @@ extension ChurnStore {
 
     /// New win-back entries, at most one per subscription, campaign and episode, opened at
     /// `openedAt` (the run's or the sync's moment). Returns how many were created.
-    static func winbackInsert(_ db: PostgresConnection, _ qc: WinbackColumns, runId: Int64?, openedAt: Date) throws -> Int {
+    static func winbackInsert(_ db: PostgresConnection, app: String, _ qc: WinbackColumns, runId: Int64?, openedAt: Date) throws -> Int {
         guard !qc.ids.isEmpty else { return 0 }
         return try db.execute("""
-            INSERT INTO churnwatch.winback_queue (original_transaction_id, app_account_token, customer_ref, campaign,
+            INSERT INTO churnwatch.winback_queue (bundle_id, original_transaction_id, app_account_token, customer_ref, campaign,
                 episode, product_id, reason, offer_ids, not_before, expires_at, run_id, opened_at)
-            SELECT id, token, ref, campaign, episode, product_id, reason,
+            SELECT \(app), id, token, ref, campaign, episode, product_id, reason,
                    coalesce((SELECT array_agg(x) FROM jsonb_array_elements_text(offers) AS x), '{}'),
                    not_before, expires_at, \(runId), \(openedAt)
             FROM unnest(\(qc.ids)::text[], \(qc.tokens)::uuid[], \(qc.refs)::text[], \(qc.campaigns)::text[],
@@ -180,11 +180,11 @@ extension ChurnStore {
     }
 
     /// Payloads that failed verification, kept for diagnosis. Returns how many.
-    static func quarantineInsert(_ db: PostgresConnection, _ qc: QuarantineColumns, runId: Int64?) throws -> Int {
+    static func quarantineInsert(_ db: PostgresConnection, app: String, _ qc: QuarantineColumns, runId: Int64?) throws -> Int {
         guard !qc.ids.isEmpty else { return 0 }
         return try db.execute("""
-            INSERT INTO churnwatch.quarantine (original_transaction_id, run_id, endpoint, reason, payload)
-            SELECT id, \(runId), endpoint, reason, payload
+            INSERT INTO churnwatch.quarantine (bundle_id, original_transaction_id, run_id, endpoint, reason, payload)
+            SELECT \(app), id, \(runId), endpoint, reason, payload
             FROM unnest(\(qc.ids)::text[], \(qc.endpoints)::text[],
                         \(qc.reasons)::text[], \(qc.payloads)::text[])
                  AS u(id, endpoint, reason, payload)

@@ -62,7 +62,8 @@ extension ChurnStore {
             try db.query("""
                 SELECT r.id FROM churnwatch.runs r
                 WHERE r.finished_at IS NOT NULL AND r.as_of < \(before)
-                  AND r.id < (SELECT max(n.id) FROM churnwatch.runs n WHERE n.kind = r.kind AND n.finished_at IS NOT NULL)
+                  AND r.id < (SELECT max(n.id) FROM churnwatch.runs n
+                                WHERE n.kind = r.kind AND n.bundle_id = r.bundle_id AND n.finished_at IS NOT NULL)
                   AND (EXISTS (SELECT 1 FROM churnwatch.run_items i WHERE i.run_id = r.id)
                        OR EXISTS (SELECT 1 FROM churnwatch.run_workers w WHERE w.run_id = r.id))
                 ORDER BY r.id

@@ -9,14 +9,15 @@ import Postgres
 /// connection goes away (kill -9, crash, host loss), so "is this worker alive?" is a question
 /// to `pg_locks`, answered at once, instead of waiting for a lease or a heartbeat to age.
 extension ChurnStore {
-    /// The advisory lock the owner of a run of `kind` holds (one nightly run and one backfill at a time).
-    public static func runLockKey(_ kind: RunRecord.Kind) -> Int64 {
-        PostgresAdvisoryLockKey.named("churnwatch.run.\(kind.rawValue)")
+    /// The advisory lock the owner of a run of `kind` holds (one nightly run and one backfill at
+    /// a time, per app).
+    public func runLockKey(_ kind: RunRecord.Kind) -> Int64 {
+        PostgresAdvisoryLockKey.named("churnwatch.run.\(kind.rawValue).\(app)")
     }
 
-    /// The advisory lock a sync of the change feed holds (one sync at a time: `run`'s, or
-    /// `notifications sync`'s).
-    public static let feedLockKey = PostgresAdvisoryLockKey.named("churnwatch.feed")
+    /// The advisory lock a sync of the change feed holds (one sync at a time per app: `run`'s,
+    /// or `notifications sync`'s).
+    public var feedLockKey: Int64 { PostgresAdvisoryLockKey.named("churnwatch.feed.\(app)") }
 
     /// The advisory lock a worker process holds while it lives.
     public static func workerLockKey(_ worker: String) -> Int64 {
@@ -26,7 +27,7 @@ extension ChurnStore {
     /// True while some session of this database holds the run lock of `kind`: a process owns
     /// such a run right now.
     public func runLockHeld(_ kind: RunRecord.Kind) async throws -> Bool {
-        let key = Self.runLockKey(kind)
+        let key = runLockKey(kind)
         return try await pool.withConnection { db in
             try !Self.heldAdvisoryLocks(db, [key]).isEmpty
         }

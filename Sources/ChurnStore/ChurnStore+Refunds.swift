@@ -8,7 +8,7 @@ extension ChurnStore {
     /// twice is kept once (its notification UUID); one read after its deadline is recorded as
     /// not sent (`expired`) at once. A decision marks the requests about its transaction made
     /// before it that has none yet.
-    static func refundNoticesWrite(_ db: PostgresConnection, _ notices: [RefundNotice], receivedAt: Date) throws {
+    static func refundNoticesWrite(_ db: PostgresConnection, app: String, _ notices: [RefundNotice], receivedAt: Date) throws {
         var requests: [RefundRequestNotice] = []
         var decisions: [(transactionId: String, decision: RefundDecision, at: Date)] = []
         for notice in notices {
@@ -19,9 +19,10 @@ extension ChurnStore {
         }
         if !requests.isEmpty {
             try db.execute("""
-                INSERT INTO churnwatch.refund_requests (notification_uuid, original_transaction_id, transaction_id, environment, reason,
-                                                        requested_at, deadline, period_start, period_end, received_at, state, policy_branch)
-                SELECT u.uuid, u.otid, u.tx, u.env, u.reason, u.requested, u.deadline, u.ps, u.pe, \(receivedAt),
+                INSERT INTO churnwatch.refund_requests (bundle_id, notification_uuid, original_transaction_id, transaction_id,
+                                                        environment, reason, requested_at, deadline, period_start, period_end,
+                                                        received_at, state, policy_branch)
+                SELECT \(app), u.uuid, u.otid, u.tx, u.env, u.reason, u.requested, u.deadline, u.ps, u.pe, \(receivedAt),
                        CASE WHEN u.deadline <= \(receivedAt) THEN 'not_sent' ELSE 'pending' END,
                        CASE WHEN u.deadline <= \(receivedAt) THEN 'expired' END
                 FROM unnest(\(requests.map(\.notificationUUID))::uuid[], \(requests.map(\.originalTransactionId))::text[],
@@ -59,12 +60,13 @@ extension ChurnStore {
             let expired = try db.execute("""
                 UPDATE churnwatch.refund_requests SET state = 'not_sent', policy_branch = 'expired', lease_until = NULL
                 WHERE state IN ('pending', 'sending') AND deadline <= \(now) AND (state = 'pending' OR lease_until <= \(now))
+                  AND bundle_id = \(app)
                 """)
             let rows = try db.query("""
                 WITH due AS (
                     SELECT notification_uuid FROM churnwatch.refund_requests
                     WHERE state IN ('pending', 'sending') AND deadline > \(now) AND (state = 'pending' OR lease_until <= \(now))
-                      AND NOT (notification_uuid = ANY(\(excluding)::uuid[]))
+                      AND NOT (notification_uuid = ANY(\(excluding)::uuid[])) AND bundle_id = \(app)
                     ORDER BY deadline, notification_uuid LIMIT \(limit) FOR UPDATE SKIP LOCKED)
                 UPDATE churnwatch.refund_requests r SET state = 'sending', attempts = r.attempts + 1,
                        lease_until = \(now.addingTimeInterval(lease))

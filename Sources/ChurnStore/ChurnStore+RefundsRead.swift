@@ -11,7 +11,7 @@ extension ChurnStore {
                 SELECT notification_uuid, original_transaction_id, transaction_id, environment, reason, requested_at, deadline, state,
                        policy_branch, attempts, answered_at, apple_status, last_error, decision, decided_at
                 FROM churnwatch.refund_requests
-                WHERE requested_at >= \(since) AND requested_at < \(until)
+                WHERE requested_at >= \(since) AND requested_at < \(until) AND bundle_id = \(app)
                 ORDER BY requested_at DESC, notification_uuid LIMIT \(limit)
                 """).map { row in
                 RefundRequestRow(
@@ -31,16 +31,16 @@ extension ChurnStore {
     /// The refund requests Apple signed in `[since, until)`, counted: answered in time, not
     /// sent, refused, still open, and Apple's decisions, in all and by policy branch.
     public func refundSummary(since: Date, until: Date) async throws -> RefundSummary {
-        try await pool.withConnection { db in try Self.refundSummary(db, since: since, until: until) }
+        try await pool.withConnection { db in try Self.refundSummary(db, app: app, since: since, until: until) }
     }
 
     /// The report's panel: the requests signed in its window.
     static func reportRefunds(_ db: PostgresConnection, _ data: inout ReportData) throws {
         let until = data.asOf
-        data.refunds = try refundSummary(db, since: until.addingTimeInterval(-86_400 * Double(max(data.days, 1))), until: until)
+        data.refunds = try refundSummary(db, app: data.app, since: until.addingTimeInterval(-86_400 * Double(max(data.days, 1))), until: until)
     }
 
-    static func refundSummary(_ db: PostgresConnection, since: Date, until: Date) throws -> RefundSummary {
+    static func refundSummary(_ db: PostgresConnection, app: String, since: Date, until: Date) throws -> RefundSummary {
         do {
             var summary = RefundSummary()
             for row in try db.query("""
@@ -48,7 +48,7 @@ extension ChurnStore {
                        count(*) FILTER (WHERE decision = 'refunded') AS refunded,
                        count(*) FILTER (WHERE decision = 'declined') AS declined
                 FROM churnwatch.refund_requests
-                WHERE requested_at >= \(since) AND requested_at < \(until)
+                WHERE requested_at >= \(since) AND requested_at < \(until) AND bundle_id = \(app)
                 GROUP BY 1, 2 ORDER BY 1, 2
                 """) {
                 let (branch, state) = (try row.decode(String.self, "branch"), try row.decode(String.self, "state"))

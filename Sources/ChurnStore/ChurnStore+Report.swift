@@ -15,17 +15,18 @@ extension ChurnStore {
             // running it (0.8 s of 2.7 s for the billing curve over a million subscriptions).
             try db.execute(Self.withoutJIT)
             var data = ReportData(asOf: asOf, days: days)
+            data.app = app
             let tables = try db.query("""
-                SELECT to_regclass('churnwatch.subscriptions') IS NOT NULL, to_regclass('churnwatch.segment_changes') IS NOT NULL
+                SELECT to_regclass('churnwatch.subscriptions') IS NOT NULL, to_regclass('churnwatch.apps') IS NOT NULL
                 """)[0]
             guard try tables.decode(Bool.self, at: 0) else {
                 data.migrated = false
                 return data
             }
             guard try tables.decode(Bool.self, at: 1) else {
-                throw SchemaError(description: "the churnwatch schema is behind this build (no segment_changes): run `churnwatch migrate` first")
+                throw SchemaError(description: "the churnwatch schema is behind this build (no churnwatch.apps): run `churnwatch migrate` first")
             }
-            data.subscriptions = try db.query("SELECT count(*) FROM churnwatch.subscriptions")[0].decode(Int.self, at: 0)
+            data.subscriptions = try db.query("SELECT count(*) FROM churnwatch.subscriptions WHERE bundle_id = \(app)")[0].decode(Int.self, at: 0)
             try Self.reportSegments(db, &data)
             try Self.reportEvents(db, &data)
             try Self.reportFlows(db, &data)
@@ -49,7 +50,7 @@ extension ChurnStore {
         var days: [String: [String: Int]] = [:]
         for row in try db.query("""
             SELECT to_char(day, 'YYYY-MM-DD') AS day, segment, sum(subscriptions)::bigint AS n
-            FROM churnwatch.segment_daily WHERE day BETWEEN \(first)::date AND \(last)::date
+            FROM churnwatch.segment_daily WHERE bundle_id = \(data.app) AND day BETWEEN \(first)::date AND \(last)::date
             GROUP BY 1, 2
             """) {
             days[try row.decode(String.self, "day"), default: [:]][try row.decode(String.self, "segment")] = try row.decode(Int.self, "n")
@@ -58,7 +59,7 @@ extension ChurnStore {
         guard let today = data.segmentDays.last?.day else { return }
         data.segmentProducts = try db.query("""
             SELECT segment, product_id, subscriptions FROM churnwatch.segment_daily
-            WHERE day = \(today)::date ORDER BY subscriptions DESC, segment, product_id
+            WHERE bundle_id = \(data.app) AND day = \(today)::date ORDER BY subscriptions DESC, segment, product_id
             """).map {
             ReportData.SegmentProduct(segment: try $0.decode(String.self, "segment"), productId: try $0.decode(String.self, "product_id"),
                                       subscriptions: try $0.decode(Int.self, "subscriptions"))
@@ -72,6 +73,7 @@ extension ChurnStore {
             SELECT to_char(day, 'YYYY-MM-DD') AS day, event, n FROM (
                 SELECT (detected_at AT TIME ZONE 'UTC')::date AS day, event, count(*) AS n FROM churnwatch.churn_events
                 WHERE detected_at >= \(first)::date AND detected_at < \(last)::date + 1 AND detected_at <= \(data.asOf)
+                  AND bundle_id = \(data.app)
                 GROUP BY 1, 2) AS g
             ORDER BY 1, 2
             """).map {
@@ -84,7 +86,7 @@ extension ChurnStore {
             SELECT from_segment, to_segment,
                    count(*) FILTER (WHERE changed_at > \(data.asOf) - interval '7 days') AS d7, count(*) AS d30
             FROM churnwatch.segment_changes
-            WHERE changed_at > \(data.asOf) - interval '30 days' AND changed_at <= \(data.asOf)
+            WHERE changed_at > \(data.asOf) - interval '30 days' AND changed_at <= \(data.asOf) AND bundle_id = \(data.app)
             GROUP BY 1, 2
             """).map {
             ReportData.Flow(from: try $0.decode(String.self, "from_segment"), to: try $0.decode(String.self, "to_segment"),
@@ -93,12 +95,14 @@ extension ChurnStore {
     }
 
     static func reportWinback(_ db: PostgresConnection, _ data: inout ReportData) throws {
-        data.winback = try db.query("SELECT campaign, status, count(*) AS n FROM churnwatch.winback_queue GROUP BY 1, 2 ORDER BY 1, 2").map {
+        data.winback = try db.query("""
+            SELECT campaign, status, count(*) AS n FROM churnwatch.winback_queue WHERE bundle_id = \(data.app) GROUP BY 1, 2 ORDER BY 1, 2
+            """).map {
             ReportData.WinbackCount(campaign: try $0.decode(String.self, "campaign"), status: try $0.decode(String.self, "status"),
                                     count: try $0.decode(Int.self, "n"))
         }
         guard !data.winback.isEmpty else { return }
-        data.outcomes = try outcomeSummaries(db, since: nil, grouping: .offer, asOf: data.asOf).map {
+        data.outcomes = try outcomeSummaries(db, app: data.app, since: nil, grouping: .offer, asOf: data.asOf).map {
             ReportData.Outcome(campaign: $0.campaign, offerId: $0.offerId, entries: $0.entries, delivered: $0.delivered,
                                decided: $0.decided, saved: $0.saved, holdoutEntries: $0.holdoutEntries,
                                holdoutDecided: $0.holdoutDecided, holdoutSaved: $0.holdoutSaved,

@@ -17,7 +17,7 @@ extension ChurnStore {
     static func reportBilling(_ db: PostgresConnection, _ data: inout ReportData) throws {
         for row in try db.query("""
             SELECT segment, count(*) AS n FROM churnwatch.subscription_segments
-            WHERE segment IN ('billing_retry', 'grace_period') GROUP BY segment
+            WHERE segment IN ('billing_retry', 'grace_period') AND bundle_id = \(data.app) GROUP BY segment
             """) {
             let n = try row.decode(Int.self, "n")
             if try row.decode(String.self, "segment") == "billing_retry" { data.billing.inRetry = n } else { data.billing.inGrace = n }
@@ -33,7 +33,7 @@ extension ChurnStore {
                       AND x.event IN ('billing_recovered', 'expired', 'refunded')
                       AND x.occurred_at >= s.occurred_at AND x.detected_at <= \(data.asOf)
                     ORDER BY x.occurred_at LIMIT 1) e ON true
-                WHERE s.event IN ('billing_retry_started', 'grace_period_started')
+                WHERE s.event IN ('billing_retry_started', 'grace_period_started') AND s.bundle_id = \(data.app)
                   AND s.detected_at > \(data.asOf) - \(data.days)::int * interval '1 day' AND s.detected_at <= \(data.asOf)
                   AND s.occurred_at > \(data.asOf) - \(data.days)::int * interval '1 day' AND s.occurred_at <= \(data.asOf)
             ), episodes AS (
@@ -68,6 +68,7 @@ extension ChurnStore {
             SELECT segment, renewal_currency::text AS currency, count(*) AS n, sum(renewal_price)::bigint AS amount
             FROM churnwatch.subscription_segments
             WHERE segment = ANY(\(revenueAtRiskSegments)) AND renewal_price IS NOT NULL AND renewal_currency IS NOT NULL
+              AND bundle_id = \(data.app)
             GROUP BY 1, 2
             """).map {
             ReportData.RevenueRow(segment: try $0.decode(String.self, "segment"), currency: try $0.decode(String.self, "currency"),
@@ -84,7 +85,7 @@ extension ChurnStore {
             SELECT r.id, r.kind, r.status, r.as_of, r.started_at, r.finished_at, r.due,
                    CASE WHEN r.finished_at IS NULL THEN (SELECT count(*) FROM churnwatch.run_items i WHERE i.run_id = r.id AND i.status = 'done') ELSE r.polled END AS polled,
                    CASE WHEN r.finished_at IS NULL THEN (SELECT count(*) FROM churnwatch.run_items i WHERE i.run_id = r.id AND i.status = 'failed') ELSE r.failed END AS failed
-            FROM churnwatch.runs r WHERE r.as_of <= \(data.asOf) ORDER BY r.id DESC LIMIT 10
+            FROM churnwatch.runs r WHERE r.as_of <= \(data.asOf) AND r.bundle_id = \(data.app) ORDER BY r.id DESC LIMIT 10
             """).map { row in
             let started = try row.decode(Date.self, "started_at"), finished = try row.decode(Date?.self, "finished_at")
             return ReportData.RunRow(id: try row.decode(Int64.self, "id"), kind: try row.decode(String.self, "kind"),

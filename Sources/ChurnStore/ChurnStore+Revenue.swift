@@ -28,7 +28,7 @@ extension ChurnStore {
         let rows = try await pool.withConnection { db in
             try db.query("""
                 SELECT segment, renewal_currency AS currency, count(*) AS n, coalesce(sum(renewal_price), 0)::bigint AS price
-                FROM churnwatch.subscription_segments WHERE segment = ANY(\(Self.revenueAtRiskSegments))
+                FROM churnwatch.subscription_segments WHERE segment = ANY(\(Self.revenueAtRiskSegments)) AND bundle_id = \(app)
                 GROUP BY 1, 2
                 """).map { row in
                 SegmentRevenue(segment: try row.decode(String.self, "segment"), currency: try row.decode(String?.self, "currency"),

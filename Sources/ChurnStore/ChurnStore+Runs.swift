@@ -48,7 +48,7 @@ extension ChurnStore {
         try await pool.withConnection { db in
             try db.query("""
                 SELECT \(Self.runColumns) FROM churnwatch.runs
-                WHERE kind = \(kind.rawValue) AND finished_at IS NULL
+                WHERE bundle_id = \(app) AND kind = \(kind.rawValue) AND finished_at IS NULL
                 ORDER BY id DESC LIMIT 1
                 """).first.map(Self.decodeRun)
         }
@@ -60,7 +60,7 @@ extension ChurnStore {
         try await pool.withConnection { db in
             try db.query("""
                 SELECT \(Self.runColumns) FROM churnwatch.runs
-                WHERE kind = \(kind.rawValue) AND finished_at IS NULL
+                WHERE bundle_id = \(app) AND kind = \(kind.rawValue) AND finished_at IS NULL
                 ORDER BY as_of, id
                 """).map(Self.decodeRun)
         }
@@ -106,7 +106,7 @@ extension ChurnStore {
     /// this run, and polling them twice would double the cost of catching up.
     public func runCreateNightly(asOf: Date, windows: PlanWindows, params: StoredJSON,
                                  behind: [Int64] = []) async throws -> (RunRecord, [DueReason: Int]) {
-        let due = Self.dueSelection(asOf: asOf, windows: windows)
+        let due = Self.dueSelection(app: app, asOf: asOf, windows: windows)
         let selection: PostgresQuery = behind.isEmpty ? due : """
             SELECT * FROM (\(due)) AS d
             WHERE NOT EXISTS (SELECT 1 FROM churnwatch.run_items e
@@ -116,8 +116,8 @@ extension ChurnStore {
         let result = try await pool.withTransaction { db in
             try db.execute(Self.withoutJIT)
             let run = try Self.decodeRun(try db.query("""
-                INSERT INTO churnwatch.runs (kind, as_of, status, params)
-                VALUES ('nightly', \(asOf), 'running', \(params))
+                INSERT INTO churnwatch.runs (bundle_id, kind, as_of, status, params)
+                VALUES (\(app), 'nightly', \(asOf), 'running', \(params))
                 RETURNING \(Self.runColumns)
                 """)[0])
             var byReason: [DueReason: Int] = [:]

@@ -86,18 +86,21 @@ extension ChurnStore {
             var current: [SegmentSizes.Key: Int] = [:]
             for row in try db.query("""
                 SELECT segment, coalesce(product_id, '') AS product_id, count(*) AS n
-                FROM churnwatch.subscription_segments GROUP BY 1, 2
+                FROM churnwatch.subscription_segments WHERE bundle_id = \(app) GROUP BY 1, 2
                 """) {
                 current[SegmentSizes.Key(segment: try row.decode(String.self, "segment"), productId: try row.decode(String.self, "product_id"))] =
                     try row.decode(Int.self, "n")
             }
-            let baseline = try db.query("SELECT to_char(max(day), 'YYYY-MM-DD') FROM churnwatch.segment_daily WHERE day < \(dayText)::date")[0]
+            let baseline = try db.query("""
+                SELECT to_char(max(day), 'YYYY-MM-DD') FROM churnwatch.segment_daily WHERE bundle_id = \(app) AND day < \(dayText)::date
+                """)[0]
                 .decode(String?.self, at: 0)
             var previous: [SegmentSizes.Key: Int]?
             if let baseline {
                 var sizes: [SegmentSizes.Key: Int] = [:]
                 for row in try db.query("""
-                    SELECT segment, product_id, subscriptions FROM churnwatch.segment_daily WHERE day = \(baseline)::date
+                    SELECT segment, product_id, subscriptions FROM churnwatch.segment_daily
+                    WHERE bundle_id = \(app) AND day = \(baseline)::date
                     """) {
                     sizes[SegmentSizes.Key(segment: try row.decode(String.self, "segment"), productId: try row.decode(String.self, "product_id")),
                           default: 0] += try row.decode(Int.self, "subscriptions")

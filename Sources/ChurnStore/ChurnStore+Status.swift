@@ -105,7 +105,7 @@ extension ChurnStore {
                 selection = "SELECT \(Self.runColumns) FROM churnwatch.runs WHERE id = \(runId)"
             } else {
                 selection = """
-                    SELECT \(Self.runColumns) FROM churnwatch.runs
+                    SELECT \(Self.runColumns) FROM churnwatch.runs WHERE bundle_id = \(app)
                     ORDER BY finished_at IS NULL DESC, status = 'running' DESC, id DESC LIMIT 1
                     """
             }

@@ -42,6 +42,8 @@ public struct WinbackQueueEntry: Sendable, Equatable {
     public var outcome: String? = nil
     public var outcomeReason: String? = nil
     public var outcomeAt: Date? = nil
+    /// The app the subscription belongs to (bundle id).
+    public var bundleId = ""
 }
 
 /// What one `winbackClaim` did.
@@ -96,7 +98,7 @@ extension ChurnStore {
     static let winbackColumns: PostgresQuery = """
         id, original_transaction_id, app_account_token, customer_ref, campaign, product_id, reason, offer_ids,
         not_before, expires_at, episode, status, claimed_by, claimed_at, claim_expires_at, created_at, opened_at,
-        offer_id, holdout, outcome, outcome_reason, outcome_at
+        offer_id, holdout, outcome, outcome_reason, outcome_at, bundle_id
         """
 
     static func decodeWinbackEntry(_ row: PostgresRow) throws -> WinbackQueueEntry {
@@ -127,7 +129,8 @@ extension ChurnStore {
             holdout: try row.decode(Bool.self, "holdout"),
             outcome: try row.decode(String?.self, "outcome"),
             outcomeReason: try row.decode(String?.self, "outcome_reason"),
-            outcomeAt: try row.decode(Date?.self, "outcome_at"))
+            outcomeAt: try row.decode(Date?.self, "outcome_at"),
+            bundleId: try row.decode(String.self, "bundle_id"))
     }
 
     /// Claims up to `limit` entries of `campaign` for `consumer` until `asOf + lease`.
@@ -136,14 +139,17 @@ extension ChurnStore {
     /// `not_before <= asOf` and no `expires_at` at or before `asOf`; oldest `not_before` first.
     /// First, such entries past `expires_at` become `expired`. `FOR UPDATE SKIP LOCKED` in both
     /// steps: concurrent consumers never get the same entry and never wait on each other.
-    /// `claimed_at` is `asOf` (the caller's clock, like every time here).
-    public func winbackClaim(campaign: WinbackCampaign, consumer: String, limit: Int, lease: TimeInterval, asOf: Date) async throws -> WinbackClaim {
-        try await pool.withTransaction { db in
+    /// `claimed_at` is `asOf` (the caller's clock, like every time here). `apps`: only entries of
+    /// these apps (bundle ids); empty, of every app.
+    public func winbackClaim(campaign: WinbackCampaign, consumer: String, limit: Int, lease: TimeInterval, asOf: Date,
+                             apps: [String] = []) async throws -> WinbackClaim {
+        let ofApps: PostgresQuery = "(cardinality(\(apps)::text[]) = 0 OR bundle_id = ANY(\(apps)::text[]))"
+        return try await pool.withTransaction { db in
             let expired = try db.execute("""
                 UPDATE churnwatch.winback_queue w SET status = 'expired', updated_at = now()
                 FROM (
                     SELECT id FROM churnwatch.winback_queue
-                    WHERE campaign = \(campaign.rawValue) AND expires_at <= \(asOf)
+                    WHERE campaign = \(campaign.rawValue) AND expires_at <= \(asOf) AND \(ofApps)
                       AND (status = 'pending' OR (status = 'claimed' AND claim_expires_at < \(asOf)))
                     FOR UPDATE SKIP LOCKED
                 ) AS gone
@@ -155,7 +161,7 @@ extension ChurnStore {
                     WHERE campaign = \(campaign.rawValue)
                       AND (status = 'pending' OR (status = 'claimed' AND claim_expires_at < \(asOf)))
                       AND not_before <= \(asOf)
-                      AND (expires_at IS NULL OR expires_at > \(asOf))
+                      AND (expires_at IS NULL OR expires_at > \(asOf)) AND \(ofApps)
                     ORDER BY not_before, id
                     LIMIT \(limit)
                     FOR UPDATE SKIP LOCKED
@@ -225,13 +231,15 @@ extension ChurnStore {
         }
     }
 
-    /// Entries for operators, oldest first: optionally one campaign, one status.
-    public func winbackList(campaign: WinbackCampaign?, status: WinbackQueueEntry.Status?, limit: Int) async throws -> [WinbackQueueEntry] {
+    /// Entries for operators, oldest first: optionally one campaign, one status, some apps.
+    public func winbackList(campaign: WinbackCampaign?, status: WinbackQueueEntry.Status?, limit: Int,
+                            apps: [String] = []) async throws -> [WinbackQueueEntry] {
         try await pool.withConnection { db in
             try db.query("""
                 SELECT \(Self.winbackColumns) FROM churnwatch.winback_queue
                 WHERE (\(campaign?.rawValue)::text IS NULL OR campaign = \(campaign?.rawValue)::text)
                   AND (\(status?.rawValue)::text IS NULL OR status = \(status?.rawValue)::text)
+                  AND (cardinality(\(apps)::text[]) = 0 OR bundle_id = ANY(\(apps)::text[]))
                 ORDER BY not_before, id
                 LIMIT \(limit)
                 """).map(Self.decodeWinbackEntry)

@@ -10,21 +10,38 @@ import Postgres
 public struct ChurnStore: Sendable {
     let pool: PostgresPool
     let logger: Logger
-    let claimCursors = ClaimCursors()
+    let claimCursors: ClaimCursors
+    /// The app (bundle id) this store works for: every row it writes names it, every read of one
+    /// app's rows (a run's plan, its feed, its segments) is of this app's. `scoped(to:)` gives
+    /// another app's store on the same connections.
+    public let app: String
 
     /// - Parameters:
     ///   - connectionString: libpq connection string or `postgresql://` URL.
     ///   - connections: the most connections open at once.
+    ///   - app: the app's bundle id.
     ///   - logger: the store's own lines (stale statistics, ...).
     ///   - databaseLogger: the driver's lines (a dropped connection, a retried transaction).
-    public init(connectionString: String, connections: Int, logger: Logger, databaseLogger: Logger) {
-        self.init(pool: PostgresPool(connectionString: connectionString, size: connections, logger: databaseLogger), logger: logger)
+    public init(connectionString: String, connections: Int, app: String, logger: Logger, databaseLogger: Logger) {
+        self.init(pool: PostgresPool(connectionString: connectionString, size: connections, logger: databaseLogger), logger: logger, app: app)
     }
 
-    /// A store on a pool the caller built (tests: a pool with overrides).
-    init(pool: PostgresPool, logger: Logger) {
+    /// A store on a pool the caller built (tests: a pool with overrides; their app is the
+    /// simulator's default one unless they name another).
+    init(pool: PostgresPool, logger: Logger, app: String = "com.example.churnwatch") {
         self.pool = pool
         self.logger = logger
+        self.app = app
+        self.claimCursors = ClaimCursors()
+    }
+
+    private init(_ other: ChurnStore, app: String) {
+        (pool, logger, claimCursors, self.app) = (other.pool, other.logger, other.claimCursors, app)
+    }
+
+    /// The same connections, working for `app`.
+    public func scoped(to app: String) -> ChurnStore {
+        ChurnStore(self, app: app)
     }
 }
 

@@ -34,12 +34,16 @@ public struct MigrationError: Error, Sendable, CustomStringConvertible {
 public struct Migrator: Sendable {
     public let migrations: [Migration]
     private let logger: Logger
+    /// The deployment's app (`APPSTORE_BUNDLE_ID`): migration 0018 gives it every row already in
+    /// the database, and after migrating it is the default app (`churnwatch.apps`).
+    private let defaultBundleId: String?
 
     static let lockKey = PostgresAdvisoryLockKey.named("churnwatch.migrate")
 
-    public init(migrations: [Migration], logger: Logger) {
+    public init(migrations: [Migration], logger: Logger, defaultBundleId: String? = nil) {
         self.migrations = migrations.sorted { $0.name < $1.name }
         self.logger = logger
+        self.defaultBundleId = defaultBundleId.flatMap { $0.isEmpty ? nil : $0 }
     }
 
     /// Reads `NNNN_name.sql` files from a directory.
@@ -124,14 +128,25 @@ public struct Migrator: Sendable {
         var done: [String] = []
         for m in migrations where applied[m.name] == nil {
             let sum = checksums[m.name]!
-            try db.transaction { tx in
-                try tx.runScript(m.sql)
-                try tx.execute("""
-                    INSERT INTO churnwatch.schema_migrations (name, checksum) VALUES (\(m.name), \(sum))
-                    """)
+            do {
+                try db.transaction { tx in
+                    if let defaultBundleId {
+                        _ = try tx.query("SELECT set_config('churnwatch.default_bundle_id', \(defaultBundleId), true)")
+                    }
+                    try tx.runScript(m.sql)
+                    try tx.execute("""
+                        INSERT INTO churnwatch.schema_migrations (name, checksum) VALUES (\(m.name), \(sum))
+                        """)
+                }
+            } catch let error as PostgresError where error.sqlState == "P0001" {
+                // A migration's own refusal (RAISE EXCEPTION): its message is the line to print.
+                throw MigrationError(error.message)
             }
             logger.info("applied migration", metadata: ["migration": "\(m.name)"])
             done.append(m.name)
+        }
+        if let defaultBundleId, try db.query("SELECT to_regclass('churnwatch.apps') IS NOT NULL")[0].decode(Bool.self, at: 0) {
+            try AppsTable.markDefault(db, bundleId: defaultBundleId)
         }
         return done
     }

@@ -28,7 +28,7 @@ extension RunEngine {
         let control = FeedStopControl(reason: { [self] in let now = clock.now(); return update { $0.machine.feedStopReason(now: now) } },
                                       abandonAt: { [self] in state.withLock { $0.machine.feedAbandonAt } }, clock: clock)
         let summary = try await persist("feed sync") { try await feed.sync(now: asOf, control: control) }
-        await locks.release(ChurnStore.feedLockKey)
+        await locks.release(store.feedLockKey)
         update {
             $0.feed = summary
             $0.machine.recordCalls([AppStoreEndpoint.notificationHistory.rawValue: summary.pages])
@@ -88,7 +88,7 @@ extension RunEngine {
     private func takeFeedLock(_ locks: RunLocks) async throws -> Bool {
         let deadline = clock.now().addingTimeInterval(options.feedLockWait)
         while true {
-            if try await locks.take(ChurnStore.feedLockKey, name: "feed") { return true }
+            if try await locks.take(store.feedLockKey, name: "feed") { return true }
             guard clock.now() < deadline else { return false }
             try await clock.sleep(until: min(deadline, clock.now().addingTimeInterval(0.25)))
         }

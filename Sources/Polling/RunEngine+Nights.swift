@@ -56,7 +56,7 @@ extension RunEngine {
     /// never planned twice), and every attempt first makes sure the run lock is still this
     /// process's (a restart drops it). nil: another process took the lock meanwhile.
     func planNights(locks: RunLocks, windows: PlanWindows) async throws -> NightPlan? {
-        let runLock = ChurnStore.runLockKey(.nightly)
+        let runLock = store.runLockKey(.nightly)
         return try await persist("plan") { () async throws -> NightPlan? in
             guard await locks.keep() else {
                 throw DatabaseConnectionProblem.lostError("the lock connection is not back yet")

@@ -152,7 +152,7 @@ public final class RunEngine: Sendable {
         let kind = options.kind
         _ = try await locks.take(ChurnStore.workerLockKey(options.workerName), name: "worker")
         if options.join { return try await joinRuns(locks: locks, progress: progress) }
-        guard try await locks.take(ChurnStore.runLockKey(kind), name: "\(kind.rawValue) run") else {
+        guard try await locks.take(store.runLockKey(kind), name: "\(kind.rawValue) run") else {
             return .anotherRunInProgress(runId: try await store.runFindUnfinished(kind: kind)?.id)
         }
         guard let backfill = options.backfill else { return try await runNights(locks: locks, progress: progress) }

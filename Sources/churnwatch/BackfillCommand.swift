@@ -36,6 +36,7 @@ struct BackfillCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var app: AppOptions
     @OptionGroup var apple: AppleOptions
 
     @Option(name: .customLong("product"), parsing: .upToNextOption, help: ArgumentHelp("Current product id(s).", valueName: "id"))
@@ -205,8 +206,7 @@ struct BackfillCommand: AsyncParsableCommand {
         let defaultRate: Double = sandbox ? 5 : 50
         let status = try PlanCommand.rate(apple.statusRate ?? env["APPSTORE_STATUS_RATE"], name: "APPSTORE_STATUS_RATE") ?? defaultRate
         let history = try PlanCommand.rate(apple.historyRate ?? env["APPSTORE_HISTORY_RATE"], name: "APPSTORE_HISTORY_RATE") ?? status
-        let store = ChurnStore.open(url)
-        try await store.schemaCheck()
+        let store = try await app.singleStore(global)
         let counts = try await store.backfillCount(cohort, asOf: asOf)
         print("backfill cohort (\(cohort.summary)) as of \(asOf.ISO8601Format()): \(counts.total) subscriptions (\(counts.neverPolled) never polled, \(counts.receiptOnly) with legacy receipts)")
         if cohort.ids != nil {

@@ -13,6 +13,7 @@ struct Churnwatch: AsyncParsableCommand {
             """,
         subcommands: [
             MigrateCommand.self,
+            AppsCommand.self,
             ImportCommand.self,
             PlanCommand.self,
             RunCommand.self,

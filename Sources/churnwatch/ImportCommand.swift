@@ -19,6 +19,7 @@ struct ImportCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var app: AppOptions
 
     @Argument(help: "The file to import (- for standard input).")
     var file: String
@@ -55,7 +56,6 @@ struct ImportCommand: AsyncParsableCommand {
     func run() async throws {
         global.bootstrapLogging()
         try await reportingErrors {
-            let url = try global.resolvedDatabaseURL()
             let defaultEnvironment = try Self.defaultEnvironment(ProcessInfo.processInfo.environment)
             let parser: SubscriptionImportParser
             // Standard input is copied to a private temporary file in chunks (an import is read
@@ -67,8 +67,8 @@ struct ImportCommand: AsyncParsableCommand {
             } catch let e as ImportFileError {
                 throw CLIError(description: e.description, exitCode: ExitStatus.dataError)
             }
-            let store = ChurnStore.open(url)
-            try await store.schemaCheck(migrations: BuildMigrations.names())
+            let store = try await app.singleStore(global, migrations: BuildMigrations.names())
+            try await Self.checkApp(store)
             let counts: ImportCounts
             do {
                 counts = try await store.subscriptionsImport(parser)
@@ -86,6 +86,15 @@ struct ImportCommand: AsyncParsableCommand {
             if counts.read == 0 {
                 throw CLIError(description: "nothing could be imported from \(file)", exitCode: ExitStatus.dataError)
             }
+        }
+    }
+
+    /// The deployment's app (`APPSTORE_BUNDLE_ID`) is the default app; another must have been added.
+    static func checkApp(_ store: ChurnStore) async throws {
+        if store.app == AppOptions.deploymentApp() {
+            try await store.appsMarkDefault(store.app)
+        } else if try await !store.appsList().contains(where: { $0.bundleId == store.app }) {
+            throw CLIError.configuration("--app \(store.app) is not an app of this database: add it with `churnwatch apps add \(store.app)` first")
         }
     }
 }

@@ -24,7 +24,9 @@ struct MigrateCommand: AsyncParsableCommand {
             let env = ProcessInfo.processInfo.environment
             let url = try global.resolvedDatabaseURL(env)
             let directory = Migrator.locateDirectory(explicit: migrationsDir, environment: env, executable: CommandLine.arguments[0])
-            let migrator = Migrator(migrations: try Migrator.load(directory: directory), logger: Logger(label: "churnwatch.migrate"))
+            // The deployment's app: migration 0018 gives it the rows already here, and it is the default app.
+            let migrator = Migrator(migrations: try Migrator.load(directory: directory), logger: Logger(label: "churnwatch.migrate"),
+                                    defaultBundleId: AppOptions.deploymentApp(env))
             let databaseLogger = Logger(label: "churnwatch.postgres")
             if statusOnly {
                 let statuses = try migrator.status(connectionString: url, databaseLogger: databaseLogger)

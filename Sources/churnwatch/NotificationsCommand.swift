@@ -26,8 +26,9 @@ struct FeedContext {
         let config = try apple.configuration(logger: logger)
         let settings = try options.settings()
         // One per apply lane, and one for the shared rate budget while a lane commits.
-        let store = ChurnStore.open(url, connections: settings.applyLanes + 1, logger: logger)
+        let store = ChurnStore.open(url, app: config.bundleId, connections: settings.applyLanes + 1, logger: logger)
         try await store.schemaCheck(migrations: BuildMigrations.names())
+        try await store.appsMarkDefault(config.bundleId)
         let limiter = SharedBudgetLimiter(store: store, limits: config.rateLimits, namespace: config.bundleId,
                                           maxPause: config.retryPolicy.maxTotalWait, logger: logger)
         let client = AppStoreServerAPIClient(configuration: config, limiter: limiter, logger: Logger(label: "churnwatch.appstore"))
@@ -77,7 +78,7 @@ struct NotificationsSyncCommand: AsyncParsableCommand {
             let context = try await FeedContext.open(global: global, apple: apple, options: feedOptions, asOf: at, logger: logger)
             let answerer = RefundOptions.answerer(refundPolicy, client: context.client, store: context.store, logger: logger)
             let locks = context.store.runLocksOpen(logger: logger)
-            guard try await locks.take(ChurnStore.feedLockKey, name: "feed") else {
+            guard try await locks.take(context.store.feedLockKey, name: "feed") else {
                 await locks.close()
                 print("another process is syncing the change feed: nothing to do")
                 return

@@ -32,6 +32,7 @@ struct OffersCommand: AsyncParsableCommand {
             abstract: "Give a campaign's entries a promotional offer (for one product, or all), with a holdout share.")
 
         @OptionGroup var global: GlobalOptions
+        @OptionGroup var app: AppOptions
 
         @Option(name: .customLong("campaign"), help: "save_offer, billing_fix, winback_offer or resubscribe_prompt.")
         var campaign: String
@@ -54,8 +55,7 @@ struct OffersCommand: AsyncParsableCommand {
                 guard let share = Double(holdout), share >= 0, share < 1 else {
                     throw CLIError.configuration("--holdout \"\(holdout)\" is not a share from 0 to below 1 (e.g. 0.1)")
                 }
-                let store = try WinbackCommand.store(global)
-                try await store.schemaCheck()
+                let store = try await app.singleStore(global)
                 try await store.offersSet(CampaignOffer(campaign: campaign, productId: product, offerId: offerId, holdout: share))
                 print("offer set: \(campaign.rawValue) \(product ?? "(all products)") \(offerId) holdout \(share)")
             }
@@ -66,6 +66,7 @@ struct OffersCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "List the configured offers.")
 
         @OptionGroup var global: GlobalOptions
+        @OptionGroup var app: AppOptions
 
         @Flag(name: .customLong("json"), help: "One JSON object per line: campaign, product_id (null: all), offer_id, holdout, updated_at.")
         var json = false
@@ -73,8 +74,7 @@ struct OffersCommand: AsyncParsableCommand {
         func run() async throws {
             global.bootstrapLogging()
             try await reportingErrors {
-                let store = try WinbackCommand.store(global)
-                try await store.schemaCheck()
+                let store = try await app.singleStore(global)
                 let offers = try await store.offersList()
                 if json {
                     for o in offers { print(try JSONOutput.line(OfferJSON(o))) }
@@ -96,6 +96,7 @@ struct OffersCommand: AsyncParsableCommand {
             abstract: "Remove a campaign's offer (for one product, or the all-products one); entries keep theirs.")
 
         @OptionGroup var global: GlobalOptions
+        @OptionGroup var app: AppOptions
 
         @Option(name: .customLong("campaign"), help: "The campaign.")
         var campaign: String
@@ -108,8 +109,7 @@ struct OffersCommand: AsyncParsableCommand {
             try await reportingErrors {
                 let campaign = try WinbackCommand.campaign(self.campaign)
                 let product = try self.product.map { try OffersCommand.name($0, flag: "--product") }
-                let store = try WinbackCommand.store(global)
-                try await store.schemaCheck()
+                let store = try await app.singleStore(global)
                 let n = try await store.offersRemove(campaign: campaign, productId: product)
                 print(n == 0 ? "removed 0 (no such offer)" : "removed \(n)")
             }
@@ -127,6 +127,7 @@ struct OffersCommand: AsyncParsableCommand {
                 """)
 
         @OptionGroup var global: GlobalOptions
+        @OptionGroup var app: AppOptions
 
         @Option(name: .customLong("as-of"), help: ArgumentHelp("The signing time, ISO 8601 (default: now).", valueName: "time"))
         var asOf: String?
@@ -141,8 +142,7 @@ struct OffersCommand: AsyncParsableCommand {
                 guard !ids.isEmpty else { throw CLIError.configuration("give at least one entry id") }
                 let at = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
                 let signer = try OffersCommand.signer()
-                let store = try WinbackCommand.store(global)
-                try await store.schemaCheck()
+                let store = try await app.singleStore(global)
                 let entries = try await store.winbackEntries(ids: Array(Swift.Set(ids)).sorted())
                 var refused: [String] = []
                 for id in Swift.Set(ids).subtracting(entries.map(\.id)).sorted() { refused.append("\(id) (unknown)") }

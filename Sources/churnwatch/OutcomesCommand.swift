@@ -25,6 +25,7 @@ struct OutcomesCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var app: AppOptions
 
     @Option(name: .customLong("since"), help: ArgumentHelp("Only entries opened since this time, by their run's or sync's moment (ISO 8601 or YYYY-MM-DD).", valueName: "time"))
     var since: String?
@@ -50,8 +51,7 @@ struct OutcomesCommand: AsyncParsableCommand {
             guard !(csv && json) else { throw CLIError.configuration("--csv and --json exclude each other: give one") }
             let since = try TimeArgument.parse(self.since, flag: "--since")
             let at = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
-            let store = try WinbackCommand.store(global)
-            try await store.schemaCheck()
+            guard let store = try await app.readingStores(global).first else { return }
             let rows = try await store.outcomeSummaries(since: since, grouping: grouping, asOf: at).map(OutcomeJSON.init)
             if json {
                 for row in rows { print(try JSONOutput.line(row)) }

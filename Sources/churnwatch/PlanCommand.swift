@@ -10,6 +10,7 @@ struct PlanCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var app: AppOptions
     @OptionGroup var windows: WindowOptions
     @OptionGroup var feedOptions: FeedOptions
 
@@ -23,7 +24,6 @@ struct PlanCommand: AsyncParsableCommand {
         global.bootstrapLogging()
         try await reportingErrors {
             let env = ProcessInfo.processInfo.environment
-            let url = try global.resolvedDatabaseURL(env)
             let asOf = try windows.resolvedAsOf()
             var w = try windows.resolvedWindows()
             let feedOn = try feedOptions.enabled(env)
@@ -33,8 +33,7 @@ struct PlanCommand: AsyncParsableCommand {
             let history = try historyRate ?? Self.rate(env["APPSTORE_HISTORY_RATE"], name: "APPSTORE_HISTORY_RATE") ?? status
             guard status > 0, history > 0 else { throw CLIError.configuration("rates must be positive") }
 
-            let store = ChurnStore.open(url)
-            try await store.schemaCheck(migrations: BuildMigrations.names())
+            let store = try await app.singleStore(global, migrations: BuildMigrations.names())
             if feedOn {
                 for environment in FeedStatusText.environments(env) {
                     let feed = try await store.feedStatus(environment: environment, asOf: asOf)

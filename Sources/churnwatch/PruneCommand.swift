@@ -78,7 +78,7 @@ struct PruneCommand: AsyncParsableCommand {
         try await reportingErrors {
             let policy = try retention.policy()
             let at = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
-            let store = ChurnStore.open(try global.resolvedDatabaseURL())
+            let store = ChurnStore.open(try global.resolvedDatabaseURL(), app: "")
             try await store.schemaCheck()
             let stop = Mutex(false)
             let signals = SignalHandler { stop.withLock { $0 = true } }

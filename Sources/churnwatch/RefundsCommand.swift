@@ -22,6 +22,7 @@ struct RefundsCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var app: AppOptions
 
     @Option(name: .customLong("since"), help: ArgumentHelp("Requests Apple signed since this time (ISO 8601 or YYYY-MM-DD; default: 30 days before --as-of).", valueName: "time"))
     var since: String?
@@ -45,8 +46,7 @@ struct RefundsCommand: AsyncParsableCommand {
             let until = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
             let since = try TimeArgument.parse(self.since, flag: "--since") ?? until.addingTimeInterval(-30 * 86_400)
             guard since < until else { throw CLIError.configuration("--since \(isoTime(since)) is not before --as-of \(isoTime(until))") }
-            let store = try WinbackCommand.store(global)
-            try await store.schemaCheck()
+            guard let store = try await app.readingStores(global).first else { return }
             let summary = try await store.refundSummary(since: since, until: until)
             let rows = list ? try await store.refundRequests(since: since, until: until, limit: limit) : []
             if json {

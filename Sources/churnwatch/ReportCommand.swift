@@ -20,6 +20,7 @@ struct ReportCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var app: AppOptions
 
     @Option(name: .customLong("out"), help: ArgumentHelp("The HTML file to write (default: churnwatch-report-DAY.html in the current directory).", valueName: "file"))
     var out: String?
@@ -38,7 +39,8 @@ struct ReportCommand: AsyncParsableCommand {
             }
             let asOf = try TimeArgument.parse(self.asOf, flag: "--as-of") ?? Date()
             let path = out ?? "churnwatch-report-\(asOf.ISO8601Format(.iso8601.year().month().day())).html"
-            let store = ChurnStore.open(try global.resolvedDatabaseURL())
+            let all = ChurnStore.open(try global.resolvedDatabaseURL(), app: "")
+            let store = all.scoped(to: try await app.forReading(all).first ?? "")
             let data = try await store.reportData(asOf: asOf, days: days)
             let html = ReportPage.render(data)
             let url = URL(fileURLWithPath: path)

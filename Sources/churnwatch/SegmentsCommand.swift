@@ -18,6 +18,7 @@ struct SegmentsCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var app: AppOptions
 
     @Flag(name: .customLong("csv"), help: "Print CSV with a header instead of a table.")
     var csv = false
@@ -35,7 +36,8 @@ struct SegmentsCommand: AsyncParsableCommand {
         global.bootstrapLogging()
         try await reportingErrors {
             let day = try TimeArgument.parse(self.day, flag: "--day") ?? Date()
-            let store = ChurnStore.open(try global.resolvedDatabaseURL())
+            let all = ChurnStore.open(try global.resolvedDatabaseURL(), app: "")
+            let store = all.scoped(to: try await app.forReading(all).first ?? "")
             try await store.schemaCheck()
             if revenue {
                 print(Self.revenueLines(try await store.segmentRevenueAtRisk(), csv: csv).joined(separator: "\n"))

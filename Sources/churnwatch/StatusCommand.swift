@@ -18,6 +18,7 @@ struct StatusCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var app: AppOptions
 
     @Argument(help: "A run id (default: the current run, else the latest).")
     var run: String?
@@ -39,7 +40,8 @@ struct StatusCommand: AsyncParsableCommand {
                 return id
             }
             let now = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
-            let store = ChurnStore.open(try global.resolvedDatabaseURL())
+            let all = ChurnStore.open(try global.resolvedDatabaseURL(), app: "")
+            let store = all.scoped(to: try await app.forReading(all).first ?? "")
             try await store.schemaCheck()
             let feed = try await store.feedStatus(environment: FeedStatusText.environment(), asOf: now)
             let feedUsed = feed.state.lastSyncAt != nil || feed.state.cursor.inProgress != nil || feed.hasNotifications || feed.inboxPending > 0

@@ -53,7 +53,7 @@ struct WinbackCommand: AsyncParsableCommand {
     }
 
     static func store(_ global: GlobalOptions) throws -> ChurnStore {
-        ChurnStore.open(try global.resolvedDatabaseURL())
+        ChurnStore.open(try global.resolvedDatabaseURL(), app: "")
     }
 
     /// Prints what was settled on stdout and, when some ids were refused, exits 65 with one line.
@@ -101,6 +101,7 @@ struct WinbackCommand: AsyncParsableCommand {
         )
 
         @OptionGroup var global: GlobalOptions
+        @OptionGroup var app: AppOptions
 
         @Option(name: .customLong("campaign"), help: "save_offer, billing_fix, winback_offer or resubscribe_prompt.")
         var campaign: String
@@ -128,8 +129,9 @@ struct WinbackCommand: AsyncParsableCommand {
                 let store = try WinbackCommand.store(global)
                 try await store.schemaCheck()
                 // The key is checked before anything is claimed: a campaign with offers needs it.
-                let signer = try await store.offersConfigured(campaign: campaign) ? try OffersCommand.signer() : nil
-                let claim = try await store.winbackClaim(campaign: campaign, consumer: consumer, limit: limit, lease: lease, asOf: at)
+                let signer = try await store.offersConfigured(campaign: campaign, apps: app.apps) ? try OffersCommand.signer() : nil
+                let claim = try await store.winbackClaim(campaign: campaign, consumer: consumer, limit: limit, lease: lease, asOf: at,
+                                                     apps: app.apps)
                 if claim.expired > 0 {
                     Logger(label: "churnwatch.winback").info("expired entries past their window", metadata: [
                         "campaign": "\(campaign.rawValue)", "expired": "\(claim.expired)"])
@@ -203,6 +205,7 @@ struct WinbackCommand: AsyncParsableCommand {
         )
 
         @OptionGroup var global: GlobalOptions
+        @OptionGroup var app: AppOptions
 
         @Option(name: .customLong("campaign"), help: "Only this campaign.")
         var campaign: String?
@@ -226,7 +229,7 @@ struct WinbackCommand: AsyncParsableCommand {
                 guard (1...100_000).contains(limit) else { throw CLIError.configuration("--limit \(limit) is not between 1 and 100000") }
                 let store = try WinbackCommand.store(global)
                 try await store.schemaCheck()
-                for entry in try await store.winbackList(campaign: campaign, status: status, limit: limit) {
+                for entry in try await store.winbackList(campaign: campaign, status: status, limit: limit, apps: app.apps) {
                     print(try JSONOutput.line(WinbackQueueEntryJSON(entry)))
                 }
             }
@@ -247,13 +250,14 @@ struct WinbackQueueEntryJSON: Encodable {
     enum Key: String, CodingKey {
         case id, original_transaction_id, app_account_token, customer_ref, campaign, product_id, reason, offer_ids,
              not_before, expires_at, episode, status, claimed_by, claimed_at, claim_expires_at, created_at, opened_at
-        case offer_id, holdout, outcome, outcome_reason, outcome_at, offer
+        case offer_id, holdout, outcome, outcome_reason, outcome_at, offer, bundle_id
     }
 
     func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: Key.self)
         try c.encode(entry.id, forKey: .id)
         try c.encode(entry.originalTransactionId, forKey: .original_transaction_id)
+        try c.encode(entry.bundleId, forKey: .bundle_id)
         try c.encode(entry.appAccountToken?.uuidString.lowercased(), forKey: .app_account_token)
         try c.encode(entry.customerRef, forKey: .customer_ref)
         try c.encode(entry.campaign.rawValue, forKey: .campaign)

@@ -70,7 +70,7 @@ struct AtRiskRuleTests {
     func agree() async throws {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
-            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
+            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(db)
             for c in Self.cases {
                 // The columns as the batch writer stores them (SubscriptionColumns).
                 let s = c.snapshot

@@ -32,7 +32,7 @@ struct BackfillCohortTests {
     ]
 
     static func seed(_ db: PostgresConnection) throws {
-        try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
+        try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(db)
         for r in rows {
             let polled = r.product != nil
             try db.execute("""
@@ -215,10 +215,10 @@ struct BackfillCohortTests {
             try Self.seed(try fresh.connect())
             let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             let owner = try fresh.connect()
-            #expect(try owner.tryAdvisoryLock(ChurnStore.runLockKey(.nightly)))
+            #expect(try owner.tryAdvisoryLock(store.runLockKey(.nightly)))
             #expect(try await store.runLockHeld(.nightly))
             #expect(try await store.runLockHeld(.backfill) == false)
-            #expect(try owner.advisoryUnlock(ChurnStore.runLockKey(.nightly)))
+            #expect(try owner.advisoryUnlock(store.runLockKey(.nightly)))
             #expect(try await store.runLockHeld(.nightly) == false)
         }
     }

@@ -10,7 +10,7 @@ struct BudgetPauseTests {
     @Test func aFarFuturePauseIsCappedWhenStoredAndDroppedWhenFound() async throws {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
-            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
+            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(db)
             let store = ChurnStore(pool: fresh.pool(), logger: .store)
             let key = "app/subscriptions/Production"
             let first = try await store.apiBudgetTake(key: key, rate: 10, burst: 5, want: 1, maxPause: 60)
@@ -45,7 +45,7 @@ struct BudgetPauseTests {
     func aRefusalCutsTheSharedRate() async throws {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
-            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
+            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(db)
             let store = ChurnStore(pool: fresh.pool(), logger: .store)
             let key = "app/status/Production"
             func allowed() throws -> Double? {

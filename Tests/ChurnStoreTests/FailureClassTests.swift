@@ -19,7 +19,7 @@ struct FailureClassTests {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
             let all = try ProjectMigrations.load()
-            try Migrator(migrations: all.filter { $0.name < "0010" }, logger: .migrate).migrate(db)
+            try Migrator(migrations: all.filter { $0.name < "0010" }, logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(db)
             let run = try db.query("INSERT INTO churnwatch.runs (kind, as_of) VALUES ('nightly', now()) RETURNING id")[0].decode(Int64.self, at: 0)
             for (i, r) in Self.reasons.enumerated() {
                 try db.execute("""
@@ -28,7 +28,7 @@ struct FailureClassTests {
                     """)
             }
             try db.execute("INSERT INTO churnwatch.run_items (run_id, original_transaction_id, reason, status, outcome) VALUES (\(run), 'done', 'new', 'done', 'ok')")
-            try Migrator(migrations: all, logger: .migrate).migrate(db)
+            try Migrator(migrations: all, logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(db)
             for (i, r) in Self.reasons.enumerated() {
                 let stored = try db.query("SELECT failure_class FROM churnwatch.run_items WHERE original_transaction_id = \(String(i))")[0]
                     .decode(String?.self, at: 0)
@@ -42,7 +42,7 @@ struct FailureClassTests {
     func resumeAndRetryRoundsSwitchOnTheClass() async throws {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
-            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
+            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(db)
             let run = try db.query("INSERT INTO churnwatch.runs (kind, as_of) VALUES ('nightly', now()) RETURNING id")[0].decode(Int64.self, at: 0)
             for c in ItemFailureClass.allCases {
                 // The reason's prose says nothing: only the class may decide.

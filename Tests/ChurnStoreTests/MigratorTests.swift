@@ -15,7 +15,7 @@ struct MigratorTests {
     func migrateTwice() async throws {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
-            let migrator = Migrator(migrations: try ProjectMigrations.load(), logger: .migrate)
+            let migrator = Migrator(migrations: try ProjectMigrations.load(), logger: .migrate, defaultBundleId: "com.example.churnwatch")
             let first = try migrator.migrate(db)
             #expect(first == migrator.migrations.map(\.name))
             let tables = Set(try db.query("""
@@ -38,7 +38,7 @@ struct MigratorTests {
             let db = try fresh.connect()
             let all = try ProjectMigrations.load()
             let before = all.filter { $0.name < "0014" }
-            try Migrator(migrations: before, logger: .migrate).migrate(db)
+            try Migrator(migrations: before, logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(db)
             let asOf = Date(timeIntervalSince1970: 1_790_820_000)  // 2026-10-01 02:00 UTC, a backfilled night
             let run = try db.query("INSERT INTO churnwatch.runs (kind, as_of) VALUES ('nightly', \(asOf)) RETURNING id")[0].decode(Int64.self, "id")
             for (otid, runId) in [("1", Optional(run)), ("2", nil)] {
@@ -47,7 +47,7 @@ struct MigratorTests {
                     VALUES (\(otid), 'save_offer', 'period:1', 'will_not_renew', now(), \(runId))
                     """)
             }
-            try Migrator(migrations: all, logger: .migrate).migrate(db)
+            try Migrator(migrations: all, logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(db)
             let rows = try db.query("SELECT original_transaction_id, opened_at = coalesce(\(asOf), created_at) AS by_run, opened_at = created_at AS by_insert FROM churnwatch.winback_queue ORDER BY 1")
                 .map { (try $0.decode(Bool.self, "by_run"), try $0.decode(Bool.self, "by_insert")) }
             #expect(rows.count == 2 && rows[0].0 && !rows[0].1 && rows[1].1, "\(rows)")
@@ -59,11 +59,11 @@ struct MigratorTests {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
             let original = try ProjectMigrations.load()
-            try Migrator(migrations: original, logger: .migrate).migrate(db)
+            try Migrator(migrations: original, logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(db)
             var edited = original
             edited[0].sql += "\n-- an edit\n"
             let next = Migration(name: "9999_later.sql", sql: "CREATE TABLE churnwatch.later (x int);")
-            let migrator = Migrator(migrations: edited + [next], logger: .migrate)
+            let migrator = Migrator(migrations: edited + [next], logger: .migrate, defaultBundleId: "com.example.churnwatch")
             do {
                 try migrator.migrate(db)
                 Issue.record("a changed migration must be refused")
@@ -81,7 +81,7 @@ struct MigratorTests {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
             let broken = Migration(name: "0001_broken.sql", sql: "CREATE SCHEMA IF NOT EXISTS churnwatch; CREATE TABLE churnwatch.half (x int); SELECT no_such_function();")
-            #expect(throws: PostgresError.self) { try Migrator(migrations: [broken], logger: .migrate).migrate(db) }
+            #expect(throws: PostgresError.self) { try Migrator(migrations: [broken], logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(db) }
             #expect(try db.query("SELECT to_regclass('churnwatch.half') IS NULL")[0].decode(Bool.self, at: 0))
             #expect(try db.query("SELECT count(*) FROM churnwatch.schema_migrations")[0].decode(Int.self, at: 0) == 0)
         }
@@ -97,7 +97,7 @@ struct MigratorTests {
                 for _ in 0..<4 {
                     group.addTask {
                         let db = try PostgresConnection(connectionString: url, overrides: ["dbname": name], logger: .postgres)
-                        return try Migrator(migrations: migrations, logger: .migrate).migrate(db)
+                        return try Migrator(migrations: migrations, logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(db)
                     }
                 }
                 var all: [String] = []

@@ -44,7 +44,7 @@ struct PlanTests {
 
     /// Migrates and inserts one subscription per case.
     static func insertCases(_ db: PostgresConnection) throws {
-        try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
+        try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(db)
         for c in cases {
             func at(_ offset: TimeInterval?) -> Date? { offset.map { asOf.addingTimeInterval($0) } }
             try db.execute("""

@@ -8,6 +8,7 @@ import Testing
 /// built as the poller builds them (``RetentionLoopStoreTests/write(_:previous:current:at:)``).
 @Suite("ChurnStore poll-results statements")
 struct PollStatementsTests {
+    static let app = "com.example.churnwatch"
     static let t0 = RetentionLoopStoreTests.t0
     static let day = RetentionLoopStoreTests.day
 
@@ -104,8 +105,8 @@ struct PollStatementsTests {
             let (db, run) = try Self.setUp(fresh, ["1"])
             let b = try PollBatch([Self.leaving("1")])
             #expect(b.events.types == ["auto_renew_disabled"])
-            #expect(try ChurnStore.churnEventsInsert(db, b.events, runId: run, detectedAt: Self.t0) == 1)
-            #expect(try ChurnStore.churnEventsInsert(db, b.events, runId: run, detectedAt: Self.t0) == 0)
+            #expect(try ChurnStore.churnEventsInsert(db, app: Self.app, b.events, runId: run, detectedAt: Self.t0) == 1)
+            #expect(try ChurnStore.churnEventsInsert(db, app: Self.app, b.events, runId: run, detectedAt: Self.t0) == 0)
             #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.churn_events WHERE run_id = \(run) AND detected_at = \(Self.t0)") == 1)
         }
     }
@@ -114,13 +115,13 @@ struct PollStatementsTests {
     func segmentsUpsert() async throws {
         try await FreshDatabase.with { fresh in
             let (db, _) = try Self.setUp(fresh, ["1"])
-            try ChurnStore.segmentsUpsert(db, try PollBatch([Self.leaving("1")]).segments, detectedAt: Self.t0)
+            try ChurnStore.segmentsUpsert(db, app: Self.app, try PollBatch([Self.leaving("1")]).segments, detectedAt: Self.t0)
             func segment() throws -> String { try db.query("SELECT segment FROM churnwatch.subscription_segments")[0].decode(String.self, at: 0) }
             let first = try segment()
             let back = RetentionLoopStoreTests.write("1", previous: RetentionLoopStoreTests.snapshot("1", autoRenew: false, at: Self.t0),
                                                      current: RetentionLoopStoreTests.snapshot("1", autoRenew: true, at: Self.t0 + Self.day),
                                                      at: Self.t0 + Self.day)
-            try ChurnStore.segmentsUpsert(db, try PollBatch([back]).segments, detectedAt: Self.t0 + Self.day)
+            try ChurnStore.segmentsUpsert(db, app: Self.app, try PollBatch([back]).segments, detectedAt: Self.t0 + Self.day)
             #expect(try segment() != first)
             #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.subscription_segments WHERE last_polled_at = \(Self.t0 + Self.day)") == 1)
         }
@@ -131,8 +132,8 @@ struct PollStatementsTests {
         try await FreshDatabase.with { fresh in
             let (db, run) = try Self.setUp(fresh, ["1"])
             let b = try PollBatch([Self.leaving("1")])
-            #expect(try ChurnStore.winbackInsert(db, b.winback, runId: run, openedAt: Date()) == 1)
-            #expect(try ChurnStore.winbackInsert(db, b.winback, runId: run, openedAt: Date()) == 0, "same subscription, campaign and episode")
+            #expect(try ChurnStore.winbackInsert(db, app: Self.app, b.winback, runId: run, openedAt: Date()) == 1)
+            #expect(try ChurnStore.winbackInsert(db, app: Self.app, b.winback, runId: run, openedAt: Date()) == 0, "same subscription, campaign and episode")
             var gone = ObsoleteColumns()
             gone.append("1", ObsoleteEpisode(campaign: .saveOffer, episode: b.winback.episodes[0], reason: "auto-renew back on"))
             #expect(try ChurnStore.winbackObsolete(db, gone, runId: run) == 1)
@@ -150,7 +151,7 @@ struct PollStatementsTests {
             var w = Self.failed("1", .verification, "verification: bad signature")
             w.quarantine = [QuarantinedPayload(endpoint: "subscriptionStatuses", reason: "bad signature", payload: "a.b.c"),
                             QuarantinedPayload(endpoint: "transactionHistory", reason: "bad chain", payload: "d.e.f")]
-            #expect(try ChurnStore.quarantineInsert(db, try PollBatch([w]).quarantine, runId: run) == 2)
+            #expect(try ChurnStore.quarantineInsert(db, app: Self.app, try PollBatch([w]).quarantine, runId: run) == 2)
             #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.quarantine WHERE run_id = \(run) AND original_transaction_id = '1'") == 2)
         }
     }

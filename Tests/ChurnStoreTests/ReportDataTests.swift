@@ -33,7 +33,7 @@ struct ReportDataTests {
             let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             let bare = try await store.reportData(asOf: Self.t, days: 30)
             #expect(!bare.migrated)
-            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(try fresh.connect())
+            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(try fresh.connect())
             let empty = try await store.reportData(asOf: Self.t, days: 30)
             #expect(empty.migrated && empty.isEmpty)
             #expect(empty.revenue == nil)
@@ -45,7 +45,7 @@ struct ReportDataTests {
     func craftedHistory() async throws {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
-            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
+            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(db)
             for (d, n) in [(-9.0, 5), (-2, 7), (-1, 8), (0, 9)] {
                 try db.execute("""
                     INSERT INTO churnwatch.segment_daily (day, segment, product_id, subscriptions) VALUES
@@ -120,7 +120,7 @@ struct ReportDataTests {
     func revenueWithPrices() async throws {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
-            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
+            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(db)
             let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             try Self.segment(db, "a", "will_not_renew", since: -1)
             #expect(try await store.reportData(asOf: Self.t, days: 7).revenue == nil, "columns present, no price known")
@@ -142,7 +142,7 @@ struct ReportDataTests {
     func outcomes() async throws {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
-            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
+            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(db)
             let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             #expect(try await store.reportData(asOf: Self.t, days: 7).outcomes.isEmpty, "no entries, no outcomes")
             let x = Self.hostile

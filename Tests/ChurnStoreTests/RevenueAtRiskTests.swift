@@ -12,7 +12,7 @@ struct RevenueAtRiskTests {
     func sameSegments() async throws {
         try await FreshDatabase.with { fresh in
             let db = try fresh.connect()
-            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
+            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(db)
             let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             let asOf = Date(timeIntervalSince1970: 1_795_255_200)
             // Two priced subscriptions in every segment, so any segment either query lets in shows.

@@ -15,7 +15,7 @@ struct SegmentSizesTests {
 
     static func seeded(_ fresh: FreshDatabase) throws {
         let db = try fresh.connect()
-        try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
+        try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(db)
         let now: [(String, String?)] = [
             ("active", "pro"), ("active", "pro"), ("active", "pro"), ("active", "basic"),
             ("will_not_renew", "pro"), ("will_not_renew", "pro"), ("unknown", nil),

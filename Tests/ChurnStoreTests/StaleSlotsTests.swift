@@ -31,7 +31,7 @@ struct StaleSlotsTests {
 
     /// The stale ids the plan picks at `asOf`, by the feed's rules in both environments.
     static func staleIDs(_ db: PostgresConnection, asOf: Date, windows: PlanWindows) throws -> [String] {
-        let selection = ChurnStore.dueSelection(asOf: asOf, windows: windows)
+        let selection = ChurnStore.dueSelection(app: "com.example.churnwatch", asOf: asOf, windows: windows)
         return try db.query("SELECT original_transaction_id FROM (\(selection)) AS d WHERE reason = 'stale'")
             .map { try $0.decode(String.self, at: 0) }
     }

@@ -11,7 +11,7 @@ struct StatusTests {
 
     static func migrated(_ fresh: FreshDatabase) throws -> PostgresConnection {
         let db = try fresh.connect()
-        try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
+        try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(db)
         return db
     }
 

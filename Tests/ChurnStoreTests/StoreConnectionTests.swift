@@ -8,14 +8,14 @@ import Testing
 @Suite("ChurnStore connection operations")
 struct StoreConnectionTests {
     /// A store on a port nothing listens on (libpq's connect fails at once).
-    static let unreachable = ChurnStore(connectionString: "postgresql://postgres@127.0.0.1:1/x", connections: 1,
+    static let unreachable = ChurnStore(connectionString: "postgresql://postgres@127.0.0.1:1/x", connections: 1, app: "com.example.churnwatch",
                                         logger: .store, databaseLogger: .postgres)
 
     @Test("a run lock taken by one process's RunLocks is refused to another's until the first closes")
     func runLocksExclude() async throws {
         try await FreshDatabase.with { fresh in
             let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
-            let key = ChurnStore.runLockKey(.nightly)
+            let key = store.runLockKey(.nightly)
             let first = store.runLocksOpen(logger: .store)
             let second = store.runLocksOpen(logger: .store)
             let taken = try await first.take(key, name: "nightly run")

@@ -9,7 +9,7 @@ struct SubscriptionsImportTests {
     @Test("imports new rows, is idempotent, keeps existing rows unchanged, counts duplicates and rejects")
     func importTwice() async throws {
         try await FreshDatabase.with { fresh in
-            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(try fresh.connect())
+            try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(try fresh.connect())
             let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             var csv = "original_transaction_id,app_account_token,customer_ref,environment,receipt_data\n"
             for i in 0..<5000 {

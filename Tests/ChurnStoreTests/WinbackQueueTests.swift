@@ -30,7 +30,7 @@ struct WinbackQueueTests {
 
     static func migrated(_ fresh: FreshDatabase) throws -> PostgresConnection {
         let db = try fresh.connect()
-        try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate).migrate(db)
+        try Migrator(migrations: try ProjectMigrations.load(), logger: .migrate, defaultBundleId: "com.example.churnwatch").migrate(db)
         return db
     }
 

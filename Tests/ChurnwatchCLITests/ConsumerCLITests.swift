@@ -6,11 +6,11 @@ import Testing
 private struct MigratedScratch {
     let db: ScratchDatabase
     let connection: PostgresConnection
-    var env: [String: String] { ["DATABASE_URL": db.connectionURL] }
+    var env: [String: String] { ["DATABASE_URL": db.connectionURL, "APPSTORE_BUNDLE_ID": "com.example.churnwatch"] }
 
     static func make() async throws -> MigratedScratch {
         let db = try ScratchDatabase.create()
-        let r = try await CLIRunner.run(["migrate"], environment: ["DATABASE_URL": db.connectionURL])
+        let r = try await CLIRunner.run(["migrate"], environment: ["DATABASE_URL": db.connectionURL, "APPSTORE_BUNDLE_ID": "com.example.churnwatch"])
         guard r.status == 0 else { db.drop(); throw CLITestError("migrate failed: \(r.stderr)") }
         return MigratedScratch(db: db, connection: try PostgresConnection(connectionString: db.connectionURL, logger: .postgres))
     }

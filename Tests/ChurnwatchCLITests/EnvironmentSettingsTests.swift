@@ -8,7 +8,7 @@ struct EnvironmentSettingsTests {
     func windowsFromTheEnvironment() async throws {
         let db = try ScratchDatabase.create()
         defer { db.drop() }
-        let env = ["DATABASE_URL": db.connectionURL]
+        let env = ["DATABASE_URL": db.connectionURL, "APPSTORE_BUNDLE_ID": "com.example.churnwatch"]
         let migrate = try await CLIRunner.run(["migrate"], environment: env)
         #expect(migrate.status == 0, "\(migrate.stderr)")
 

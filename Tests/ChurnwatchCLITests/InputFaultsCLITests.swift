@@ -12,7 +12,7 @@ struct InputFaultsCLITests {
 
     static func migrated() async throws -> ScratchDatabase {
         let db = try ScratchDatabase.create()
-        let migrate = try await CLIRunner.run(["migrate"], environment: ["DATABASE_URL": db.connectionURL])
+        let migrate = try await CLIRunner.run(["migrate"], environment: ["DATABASE_URL": db.connectionURL, "APPSTORE_BUNDLE_ID": "com.example.churnwatch"])
         guard migrate.status == 0 else { db.drop(); throw CLITestError("migrate failed: \(migrate.stderr)") }
         return db
     }
@@ -21,7 +21,7 @@ struct InputFaultsCLITests {
     func hugeWindow() async throws {
         let db = try await Self.migrated()
         defer { db.drop() }
-        let env = ["DATABASE_URL": db.connectionURL]
+        let env = ["DATABASE_URL": db.connectionURL, "APPSTORE_BUNDLE_ID": "com.example.churnwatch"]
         for flag in ["--end-window", "--start-window", "--lapsed-window", "--stale-after"] {
             let r = try await CLIRunner.run(["plan", flag, "99999999999d"], environment: env)
             #expect(r.status == 78, "\(flag): \(r.status) \(r.stderr.prefix(500))")
@@ -58,7 +58,7 @@ struct InputFaultsCLITests {
     func notMigrated() async throws {
         let db = try ScratchDatabase.create()
         defer { db.drop() }
-        let env = ["DATABASE_URL": db.connectionURL]
+        let env = ["DATABASE_URL": db.connectionURL, "APPSTORE_BUNDLE_ID": "com.example.churnwatch"]
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("import-\(UUID()).csv")
         defer { try? FileManager.default.removeItem(at: file) }
         try "original_transaction_id\n5000001\n".write(to: file, atomically: true, encoding: .utf8)
@@ -98,7 +98,7 @@ struct InputFaultsCLITests {
     func newerSchema() async throws {
         let db = try await Self.migrated()
         defer { db.drop() }
-        let env = ["DATABASE_URL": db.connectionURL]
+        let env = ["DATABASE_URL": db.connectionURL, "APPSTORE_BUNDLE_ID": "com.example.churnwatch"]
         try PostgresConnection(connectionString: db.connectionURL, logger: .postgres).execute(
             "INSERT INTO churnwatch.schema_migrations (name, checksum) VALUES ('9999_from_the_future.sql', 'x')")
         let migrate = try await CLIRunner.run(["migrate"], environment: env)
@@ -119,7 +119,7 @@ struct InputFaultsCLITests {
         let db = try await Self.migrated()
         defer { db.drop() }
         let dir = FileManager.default.temporaryDirectory.path
-        let r = try await CLIRunner.run(["import", dir], environment: ["DATABASE_URL": db.connectionURL])
+        let r = try await CLIRunner.run(["import", dir], environment: ["DATABASE_URL": db.connectionURL, "APPSTORE_BUNDLE_ID": "com.example.churnwatch"])
         #expect(r.status == 65)
         #expect(r.stderr.contains("is a directory"), "\(r.stderr)")
         #expect(!r.stderr.contains("NSCocoaErrorDomain"))
@@ -130,7 +130,7 @@ struct InputFaultsCLITests {
     func importBadLines() async throws {
         let db = try await Self.migrated()
         defer { db.drop() }
-        let env = ["DATABASE_URL": db.connectionURL]
+        let env = ["DATABASE_URL": db.connectionURL, "APPSTORE_BUNDLE_ID": "com.example.churnwatch"]
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("import-\(UUID()).csv")
         defer { try? FileManager.default.removeItem(at: file) }
         var bytes = Array("original_transaction_id,customer_ref\n5000001,a\n5000002,a".utf8) + [0]
@@ -202,7 +202,7 @@ struct RunFaultsCLITests {
         let world = try await World.make(subscribers: 20, seed: 54)
         defer { world.close() }
         let holder = try world.connect()
-        try holder.advisoryLock(PostgresAdvisoryLockKey.named("churnwatch.run.nightly"))
+        try holder.advisoryLock(PostgresAdvisoryLockKey.named("churnwatch.run.nightly.com.example.churnwatch"))
         let r = try await world.night(Self.start)
         #expect(r.status == 0, "\(r.stderr.suffix(500))")
         #expect(r.stdout.contains("another run is in progress: its process is still planning it"), "\(r.stdout)")

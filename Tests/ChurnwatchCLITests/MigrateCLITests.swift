@@ -24,7 +24,7 @@ struct MigrateCLITests {
     func migrateThenStatus() async throws {
         let db = try ScratchDatabase.create()
         defer { db.drop() }
-        let env = ["DATABASE_URL": db.connectionURL]
+        let env = ["DATABASE_URL": db.connectionURL, "APPSTORE_BUNDLE_ID": "com.example.churnwatch"]
         let first = try await CLIRunner.run(["migrate"], environment: env)
         #expect(first.status == 0, "\(first.stderr)")
         #expect(first.stdout.contains("applied"))
@@ -51,7 +51,7 @@ struct ImportCLITests {
     func importFile() async throws {
         let db = try ScratchDatabase.create()
         defer { db.drop() }
-        let env = ["DATABASE_URL": db.connectionURL]
+        let env = ["DATABASE_URL": db.connectionURL, "APPSTORE_BUNDLE_ID": "com.example.churnwatch"]
         await #expect(try CLIRunner.run(["migrate"], environment: env).status == 0)
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("import-\(UUID()).csv")
         defer { try? FileManager.default.removeItem(at: file) }
@@ -71,7 +71,7 @@ struct ImportCLITests {
     func nothingImportable() async throws {
         let db = try ScratchDatabase.create()
         defer { db.drop() }
-        let env = ["DATABASE_URL": db.connectionURL]
+        let env = ["DATABASE_URL": db.connectionURL, "APPSTORE_BUNDLE_ID": "com.example.churnwatch"]
         await #expect(try CLIRunner.run(["migrate"], environment: env).status == 0)
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("import-\(UUID()).csv")
         defer { try? FileManager.default.removeItem(at: file) }

@@ -23,10 +23,11 @@ struct ReceiptMigrationTests {
         try await OwnThread.run { try sim.stats() }.requests[endpoint]?.values.reduce(0, +) ?? 0
     }
 
-    static func scratch(_ sim: SimulatorProcess, csv: String) async throws -> (ScratchDatabase, [String: String]) {
+    static func scratch(_ sim: SimulatorProcess, csv: String, bundleId: String? = nil) async throws -> (ScratchDatabase, [String: String]) {
         let db = try ScratchDatabase.create()
         var env = sim.environment
         env["DATABASE_URL"] = db.connectionURL
+        if let bundleId { env["APPSTORE_BUNDLE_ID"] = bundleId }
         let migrate = try await CLIRunner.run(["migrate"], environment: env)
         guard migrate.status == 0 else { db.drop(); throw CLITestError("migrate: \(migrate.stderr)") }
         let file = sim.directory.appendingPathComponent("import-\(UUID().uuidString.prefix(6)).csv")
@@ -82,9 +83,9 @@ struct ReceiptMigrationTests {
         defer { sim.stop() }
         let row = try #require(try Self.receiptRows(sim).first)
         let header = "original_transaction_id,app_account_token,customer_ref,environment,receipt_data\n"
-        var (db, env) = try await Self.scratch(sim, csv: header + ",,other-app,,\(row.receipt)\n")
+        // A deployment of another app whose rows hold a receipt of the simulator's app.
+        let (db, env) = try await Self.scratch(sim, csv: header + ",,other-app,,\(row.receipt)\n", bundleId: "com.example.another.app")
         defer { db.drop() }
-        env["APPSTORE_BUNDLE_ID"] = "com.example.another.app"
         let run = try await CLIRunner.run(["run", "--as-of", Self.iso(Self.start), "--log-format", "json"], environment: env)
         #expect(run.status == 0, "\(run.stderr.suffix(600))")
         let connection = try PostgresConnection(connectionString: db.connectionURL, logger: .postgres)

@@ -92,7 +92,7 @@ struct ReportBrowserTests {
     func newDatabaseAndBadInput() async throws {
         let db = try ScratchDatabase.create()
         defer { db.drop() }
-        let env = ["DATABASE_URL": db.connectionURL]
+        let env = ["DATABASE_URL": db.connectionURL, "APPSTORE_BUNDLE_ID": "com.example.churnwatch"]
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-report-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
