@@ -128,12 +128,12 @@ extension ChurnStore {
         }
     }
 
-    /// Up to `limit` inbox rows not yet processed, oldest first.
-    public func notificationInboxPending(limit: Int) async throws -> [(id: Int64, signedPayload: String)] {
+    /// Up to `limit` inbox rows not yet processed, oldest first, after row `after`.
+    public func notificationInboxPending(limit: Int, after: Int64 = 0) async throws -> [(id: Int64, signedPayload: String)] {
         try await pool.withConnection { db in
             try db.query("""
                 SELECT id, signed_payload FROM churnwatch.notification_inbox
-                WHERE processed_at IS NULL ORDER BY id LIMIT \(limit)
+                WHERE processed_at IS NULL AND id > \(after) ORDER BY id LIMIT \(limit)
                 """).map { (try $0.decode(Int64.self, "id"), try $0.decode(String.self, "signed_payload")) }
         }
     }

@@ -86,6 +86,10 @@ public struct FeedSync: Sendable {
     public let store: ChurnStore
     public var applier: FeedApplier
     public var settings: Settings
+    /// Which rows of the inbox this feed applies, by the bundle id a row's payload claims (nil:
+    /// none could be read). The inbox is one for every app; with several apps each takes its own
+    /// and the default app the rest (which its verification then quarantines). Default: every row.
+    public var takesInboxRow: @Sendable (_ claimedBundleId: String?) -> Bool = { _ in true }
     let logger: Logger
 
     public init(client: AppStoreServerAPIClient, store: ChurnStore, applier: FeedApplier, settings: Settings = Settings(), logger: Logger) {
@@ -278,11 +282,14 @@ public struct FeedSync: Sendable {
         var summary = FeedSummary()
         var lastId: Int64 = 0
         while true {
-            let rows = try await store.notificationInboxPending(limit: settings.batchSize)
-            // A row that could not be marked (another process holds it) is not read forever.
-            guard let newest = rows.last?.id, newest > lastId else { break }
+            // Pages by id: a row left to another app, or that could not be marked (another
+            // process holds it), is not read again by this drain.
+            let rows = try await store.notificationInboxPending(limit: settings.batchSize, after: lastId)
+            guard let newest = rows.last?.id else { break }
             lastId = newest
-            let inputs = await verify(rows.map { ($0.signedPayload, $0.id) }, source: .inbox)
+            let mine = rows.filter { takesInboxRow(InboxPayload.claimedBundleId($0.signedPayload)) }
+            guard !mine.isEmpty else { continue }
+            let inputs = await verify(mine.map { ($0.signedPayload, $0.id) }, source: .inbox)
             summary.add(try await applyInLanes(inputs, establishOnly: false, runId: runId, now: now))
         }
         return summary

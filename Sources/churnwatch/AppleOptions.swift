@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import ArgumentParser
+import ChurnStore
 import Foundation
 import Logging
 
@@ -65,6 +66,42 @@ struct AppleOptions: ParsableArguments {
             return settings
         } catch {
             throw CLIError.configuration(error.description)
+        }
+    }
+}
+
+extension AppleOptions {
+    /// The configuration of `app`: the deployment's (this command's flags over APPSTORE_*), with
+    /// the app's own settings from `churnwatch.apps` over the variables (the flags still win: they
+    /// are this invocation's). An app other than the deployment's takes no app Apple id from
+    /// APPSTORE_APP_APPLE_ID. One line naming the app and the setting (exit 78) when it is wrong.
+    func configuration(for app: AppRecord, deploymentApp: String?, logger: Logger,
+                       env: [String: String] = ProcessInfo.processInfo.environment) throws -> AppStoreConfiguration {
+        typealias V = AppStoreConfiguration.Variable
+        var o = overrides
+        o[V.bundleId] = app.bundleId
+        if let id = app.appAppleId { o[V.appAppleId] = String(id) } else if app.bundleId != deploymentApp { o[V.appAppleId] = "" }
+        if environment == nil, let e = app.environment { o[V.environment] = e }
+        if statusRate == nil, let r = app.statusRate { o[V.statusRate] = String(r) }
+        if historyRate == nil, let r = app.historyRate { o[V.historyRate] = String(r) }
+        if let issuer = app.issuerId, let keyId = app.keyId {
+            (o[V.issuerId], o[V.keyId]) = (issuer, keyId)
+            if let file = app.keyFile {
+                o[V.privateKeyPath] = file
+            } else if let name = app.keyEnv {
+                guard let pem = env[name], !pem.isEmpty else {
+                    throw CLIError.configuration("app \(app.bundleId): its key variable \(name) is not set (`churnwatch apps set` changes where its key is)")
+                }
+                (o[V.privateKeyPath], o[V.privateKey]) = ("", pem)
+            }
+        }
+        do {
+            let config = try AppStoreConfiguration.fromEnvironment(env, overrides: o)
+            // The deployment's own warnings were logged with its configuration; an app's key may add its own.
+            if app.keyId != nil { for warning in config.warnings { logger.warning("\(warning)", metadata: ["bundle_id": "\(app.bundleId)"]) } }
+            return config
+        } catch {
+            throw CLIError.configuration("app \(app.bundleId): \(error.description)")
         }
     }
 }

@@ -32,9 +32,10 @@ struct FeedOptions: ParsableArguments {
         return s
     }
 
-    /// The feed for `client`, or nil when it is off.
-    func feed(client: AppStoreServerAPIClient, store: ChurnStore, logger: Logger) throws -> FeedSync? {
-        guard try enabled() else { return nil }
+    /// The feed for `client`, or nil when it is off (`on`: an app's own setting, else this
+    /// flag or variable).
+    func feed(on: Bool? = nil, client: AppStoreServerAPIClient, store: ChurnStore, logger: Logger) throws -> FeedSync? {
+        guard try on ?? enabled() else { return nil }
         return FeedSync(client: client, store: store, applier: FeedApplier(), settings: try settings(), logger: logger)
     }
 }

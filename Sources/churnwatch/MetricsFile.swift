@@ -8,6 +8,8 @@ import Polling
 /// What one `churnwatch run` publishes for Prometheus (node_exporter's textfile collector):
 /// the figures, and their text exposition format (version 0.0.4).
 struct RunMetrics: Sendable, Equatable {
+    /// The app these figures are of: every sample's `bundle_id` label.
+    var bundleId = ""
     /// When a run last finished (every item done or failed); nil when none is known (the
     /// family is then left out: alert on its absence).
     var lastSuccess: Date?
@@ -34,9 +36,20 @@ struct RunMetrics: Sendable, Equatable {
     /// Endpoints always published, zero or not, so rates and alerts see a series from the start.
     static let endpoints = ["status", "history", "receipt"]
 
-    /// The exposition: one HELP and one TYPE line per family, then its samples.
-    var exposition: String {
+    /// The exposition of one app's figures: one HELP and one TYPE line per family, then its samples.
+    var exposition: String { Self.exposition([self]) }
+
+    /// Several apps' figures in one exposition: each family once, its samples app by app.
+    static func exposition(_ apps: [RunMetrics]) -> String {
         var out = Exposition()
+        for app in apps {
+            out.labels = [("bundle_id", app.bundleId)]
+            app.append(to: &out)
+        }
+        return out.text
+    }
+
+    func append(to out: inout Exposition) {
         if let lastSuccess {
             out.family("churnwatch_last_success_timestamp_seconds", .gauge,
                        "Unix time at which a churnwatch run last finished (every item done or failed).")
@@ -92,7 +105,6 @@ struct RunMetrics: Sendable, Equatable {
         }
         if let feed { feedSamples(feed, into: &out) }
         if let refunds { refundSamples(refunds, into: &out) }
-        return out.text
     }
 
     /// Alert on `outcome="expired"` or `"failed"` above 0: a consented customer may have gone unanswered.
@@ -127,18 +139,27 @@ struct RunMetrics: Sendable, Equatable {
     /// Builds the text line by line.
     struct Exposition {
         enum Kind: String { case gauge, counter }
-        var text = ""
+        /// Families in the order first seen, each with its HELP and TYPE lines and its samples:
+        /// a family's samples stay together whichever app added them.
+        private var families: [(name: String, lines: String)] = []
+        /// Labels every sample gets first (the app's).
+        var labels: [(String, String)] = []
+
+        var text: String { families.map(\.lines).joined() }
 
         mutating func family(_ name: String, _ kind: Kind, _ help: String) {
-            text += "# HELP \(name) \(Self.escapeHelp(help))\n# TYPE \(name) \(kind.rawValue)\n"
+            guard !families.contains(where: { $0.name == name }) else { return }
+            families.append((name, "# HELP \(name) \(Self.escapeHelp(help))\n# TYPE \(name) \(kind.rawValue)\n"))
         }
 
         mutating func sample(_ name: String, _ labels: [(String, String)], _ value: Double) {
-            text += name
-            if !labels.isEmpty {
-                text += "{" + labels.map { "\($0.0)=\"\(Self.escapeLabelValue($0.1))\"" }.joined(separator: ",") + "}"
+            var line = name
+            let all = self.labels + labels
+            if !all.isEmpty {
+                line += "{" + all.map { "\($0.0)=\"\(Self.escapeLabelValue($0.1))\"" }.joined(separator: ",") + "}"
             }
-            text += " " + Self.format(value) + "\n"
+            line += " " + Self.format(value) + "\n"
+            if let i = families.lastIndex(where: { $0.name == name }) { families[i].lines += line } else { families.append((name, line)) }
         }
 
         /// Label values: backslash, double quote and line feed escaped.
@@ -194,12 +215,19 @@ struct MetricsFile: Sendable {
         self.path = url.path
     }
 
-    /// The last success time in the current file, if it has one.
-    func previousLastSuccess() -> Date? {
+    /// The last success time of `app` in the current file, if it has one (a file from before
+    /// apps were labelled has it unlabelled: that is the deployment's single app).
+    func previousLastSuccess(app: String) -> Date? {
         guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
-        for line in text.split(separator: "\n") where line.hasPrefix("churnwatch_last_success_timestamp_seconds ") {
-            let fields = line.split(separator: " ")
-            if fields.count >= 2, let seconds = Double(fields[1]), seconds.isFinite { return Date(timeIntervalSince1970: seconds) }
+        let name = "churnwatch_last_success_timestamp_seconds"
+        let labelled = "\(name){bundle_id=\"\(RunMetrics.Exposition.escapeLabelValue(app))\"} "
+        let lines = text.split(separator: "\n")
+        for prefix in [labelled, name + " "] {
+            for line in lines where line.hasPrefix(prefix) {
+                if let seconds = Double(line.dropFirst(prefix.count).split(separator: " ").first ?? ""), seconds.isFinite {
+                    return Date(timeIntervalSince1970: seconds)
+                }
+            }
         }
         return nil
     }
@@ -245,21 +273,20 @@ struct MetricsFile: Sendable {
 }
 
 extension MetricsFile {
-    /// Publishes a run's metrics. A process that worked no run (another one in progress,
-    /// nothing to join) leaves the file as it is. The last success time moves only when the run
-    /// finished; otherwise the file's previous value is kept. Failing to read the database
-    /// figures or to write is logged and never changes the exit code.
-    func publish(outcome: RunOutcome?, runId: Int64?, exitCode: Int32, now: Date, duration: TimeInterval,
-                 stats: WorkerStats, store: ChurnStore, feed: (environment: AppStoreEnvironment, sync: FeedSummary?, asOf: Date)? = nil,
-                 logger: Logger) async {
+    /// One app's metrics after its part of a run; nil when its process worked no run (another
+    /// one in progress, nothing to join). The last success time moves only when the run
+    /// finished; otherwise the file's previous value is kept. Database figures that cannot be
+    /// read are left out (logged), never a failure.
+    func gather(outcome: RunOutcome?, runId: Int64?, exitCode: Int32, now: Date, duration: TimeInterval, stats: WorkerStats,
+                store: ChurnStore, feed: (environment: AppStoreEnvironment, sync: FeedSummary?, asOf: Date)?,
+                logger: Logger) async -> RunMetrics? {
         switch outcome {
-        case .anotherRunInProgress?, .nothingToJoin?, .nothingToResume?, .otherBackfillUnfinished?:
-            logger.info("metrics file left as it is: this process worked no run", metadata: ["path": "\(path)"])
-            return
+        case .anotherRunInProgress?, .nothingToJoin?, .nothingToResume?, .otherBackfillUnfinished?: return nil
         default: break
         }
         var metrics = RunMetrics(duration: duration, exitCode: exitCode, runId: runId, calls: stats.calls)
-        if case .finished? = outcome { metrics.lastSuccess = now } else { metrics.lastSuccess = previousLastSuccess() }
+        metrics.bundleId = store.app
+        if case .finished? = outcome { metrics.lastSuccess = now } else { metrics.lastSuccess = previousLastSuccess(app: store.app) }
         do {
             metrics.figures = try await store.metricsFigures(runId: runId)
         } catch {
@@ -271,8 +298,18 @@ extension MetricsFile {
             metrics.asOf = feed.asOf
             metrics.refunds = try? await store.refundSummary(since: feed.asOf.addingTimeInterval(-86_400), until: feed.asOf)
         }
+        return metrics
+    }
+
+    /// Writes the apps' metrics in one file. No app worked a run: the file is left as it is.
+    /// A failure to write is logged and never changes the exit code.
+    func write(_ apps: [RunMetrics], logger: Logger) {
+        guard !apps.isEmpty else {
+            logger.info("metrics file left as it is: this process worked no run", metadata: ["path": "\(path)"])
+            return
+        }
         do {
-            try write(metrics.exposition)
+            try write(RunMetrics.exposition(apps))
         } catch {
             logger.error("cannot write the metrics file", metadata: ["error": "\(error)"])
         }

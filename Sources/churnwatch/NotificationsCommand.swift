@@ -21,9 +21,14 @@ struct FeedContext {
     var asOf: Date
     var client: AppStoreServerAPIClient { feed.client }
 
+    /// The feed of the deployment's app (`ingest`).
     static func open(global: GlobalOptions, apple: AppleOptions, options: FeedOptions, asOf: Date, logger: Logger) async throws -> FeedContext {
-        let url = try global.resolvedDatabaseURL()
-        let config = try apple.configuration(logger: logger)
+        try await open(url: try global.resolvedDatabaseURL(), config: try apple.configuration(logger: logger), options: options, asOf: asOf,
+                       logger: logger)
+    }
+
+    /// The feed of the app `config` is for.
+    static func open(url: String, config: AppStoreConfiguration, options: FeedOptions, asOf: Date, logger: Logger) async throws -> FeedContext {
         let settings = try options.settings()
         // One per apply lane, and one for the shared rate budget while a lane commits.
         let store = ChurnStore.open(url, app: config.bundleId, connections: settings.applyLanes + 1, logger: logger)
@@ -34,80 +39,6 @@ struct FeedContext {
         let client = AppStoreServerAPIClient(configuration: config, limiter: limiter, logger: Logger(label: "churnwatch.appstore"))
         let feed = FeedSync(client: client, store: store, applier: FeedApplier(), settings: settings, logger: logger)
         return FeedContext(store: store, feed: feed, asOf: asOf)
-    }
-}
-
-struct NotificationsSyncCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "sync",
-        abstract: "Sync Apple's notification history since the stored cursor, and the inbox, alone (cron every few minutes gives same-hour save offers).",
-        discussion: """
-            Safe beside a nightly run and repeatable: notifications are deduplicated on their notificationUUID, and a \
-            sync cut short resumes from its last stored page. Another sync in progress: exits 0 saying so.
-            Apple not answering (outage, rate limit past the wait budget): the cursor stays, exit 75.
-            Apple refusing the key: exit 78; a server that is not trusted: exit 69. See docs/contracts.md "Change feed".
-            Then answers the refund requests read so far (CONSUMPTION_REQUEST, within Apple's 12 hours) for customers \
-            with consent: see docs/contracts.md "Refund requests".
-            """
-    )
-
-    @OptionGroup var global: GlobalOptions
-    @OptionGroup var apple: AppleOptions
-    @OptionGroup var feedOptions: FeedOptions
-    @OptionGroup var refundOptions: RefundOptions
-
-    @Option(name: .customLong("as-of"), help: ArgumentHelp("Read the history up to this moment, ISO 8601 (default: now).", valueName: "time"))
-    var asOf: String?
-
-    @Option(name: .customLong("max-duration"), parsing: .unconditional, help: ArgumentHelp("Stop after this long (between pages; what was read is kept) and exit 75; the next sync resumes.", valueName: "duration"))
-    var maxDuration: String?
-
-    @Option(name: .customLong("shutdown-grace"), parsing: .unconditional, help: ArgumentHelp("After SIGTERM/SIGINT or --max-duration, how long a page in flight may take before it is abandoned.", valueName: "duration"))
-    var shutdownGrace = "30s"
-
-    func run() async throws {
-        global.bootstrapLogging()
-        try await reportingErrors {
-            let logger = Logger(label: "churnwatch.notifications")
-            let at = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
-            let stop = FeedStopSwitch(budget: try maxDuration.map { try parseDurationSetting("--max-duration", $0, positive: true) },
-                                      grace: try parseDurationSetting("--shutdown-grace", shutdownGrace))
-            let signals = SignalHandler { stop.request("signal") }
-            defer { signals.cancel() }
-            let refundPolicy = try refundOptions.validated()
-            let context = try await FeedContext.open(global: global, apple: apple, options: feedOptions, asOf: at, logger: logger)
-            let answerer = RefundOptions.answerer(refundPolicy, client: context.client, store: context.store, logger: logger)
-            let locks = context.store.runLocksOpen(logger: logger)
-            guard try await locks.take(context.store.feedLockKey, name: "feed") else {
-                await locks.close()
-                print("another process is syncing the change feed: nothing to do")
-                return
-            }
-            let summary: FeedSummary
-            do {
-                summary = try await context.feed.sync(now: at, control: stop.control)
-                await locks.close()
-            } catch {
-                await locks.close()
-                throw error
-            }
-            print(FeedSummaryText.line(summary, what: "notifications sync"))
-            if let answerer, summary.stopped == nil {
-                // Deadlines are judged by the sync's moment moving on with the clock.
-                let started = ContinuousClock.now
-                let refunds = try await answerer.answerOpen(
-                    now: { at.addingTimeInterval((ContinuousClock.now - started) / .seconds(1)) },
-                    shouldStop: { stop.control.reason() })
-                if !refunds.isEmpty { print(RefundAnswerText.line(refunds)) }
-            }
-            if let reason = summary.stopped {
-                throw CLIError.resumable("the notification history sync stopped: \(reason); what it read is kept (re-run to resume)")
-            }
-            if let failure = summary.failure {
-                let code = RunStop(failure.failureClass.scope, detail: failure.reason)?.exitStatus ?? ExitStatus.resumable
-                throw CLIError(description: "the notification history stopped early: \(failure) (re-run to resume)", exitCode: code)
-            }
-        }
     }
 }
 
@@ -149,7 +80,8 @@ struct NotificationsIngestCommand: AsyncParsableCommand {
                 handle = h
             }
             let now = Date()
-            let context = try await FeedContext.open(global: global, apple: apple, options: feedOptions, asOf: now, logger: logger)
+            var context = try await FeedContext.open(global: global, apple: apple, options: feedOptions, asOf: now, logger: logger)
+            context.feed.takesInboxRow = NightSetup.App.inboxRule(context.store.app, among: try await context.store.appsList())
             var reader = LineReader(handle: handle, maxLineBytes: NotificationLine.maxBytes)
             let batchSize = context.feed.settings.batchSize
             var first = true

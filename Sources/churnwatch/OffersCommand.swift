@@ -141,8 +141,8 @@ struct OffersCommand: AsyncParsableCommand {
                 let ids = try WinbackCommand.ids(self.ids)
                 guard !ids.isEmpty else { throw CLIError.configuration("give at least one entry id") }
                 let at = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
-                let signer = try OffersCommand.signer()
                 let store = try await app.singleStore(global)
+                let signer = try await OffersCommand.signers(store)
                 let entries = try await store.winbackEntries(ids: Array(Swift.Set(ids)).sorted())
                 var refused: [String] = []
                 for id in Swift.Set(ids).subtracting(entries.map(\.id)).sorted() { refused.append("\(id) (unknown)") }
@@ -164,18 +164,44 @@ struct OffersCommand: AsyncParsableCommand {
     }
 
     /// The signer from the environment; exit 78 naming the missing setting.
-    static func signer() throws -> PromotionalOfferSigner {
+    static func signer(_ env: [String: String] = ProcessInfo.processInfo.environment) throws -> PromotionalOfferSigner {
         do {
-            return try PromotionalOfferSigner.fromEnvironment(ProcessInfo.processInfo.environment)
+            return try PromotionalOfferSigner.fromEnvironment(env)
         } catch {
             throw CLIError.configuration("\(error)")
         }
     }
 
+    /// A signer per app: an offer is signed for its entry's app (its bundle id, and its own key
+    /// when `churnwatch apps` gave it one; the deployment's otherwise).
+    static func signers(_ store: ChurnStore) async throws -> @Sendable (String) throws -> PromotionalOfferSigner {
+        typealias V = AppStoreConfiguration.Variable
+        let env = ProcessInfo.processInfo.environment
+        let deployment = try signer()
+        let deploymentApp = env[V.bundleId]?.trimmingCharacters(in: .whitespacesAndNewlines) ?? ""
+        let apps = try await store.appsList()
+        var signers = [deploymentApp: deployment]
+        for app in apps where app.bundleId != deploymentApp || app.keyId != nil {
+            var own = env
+            own[V.bundleId] = app.bundleId
+            if let issuer = app.issuerId, let keyId = app.keyId {
+                (own[V.issuerId], own[V.keyId], own[V.privateKeyPath], own[V.privateKey]) = (issuer, keyId, app.keyFile ?? "", app.keyEnv.flatMap { env[$0] })
+            }
+            signers[app.bundleId] = try signer(own)
+        }
+        let ready = signers
+        return { bundleId in
+            guard let signer = ready[bundleId] else {
+                throw CLIError.configuration("an entry of app \(bundleId), which is not in churnwatch.apps: add it with `churnwatch apps add`")
+            }
+            return signer
+        }
+    }
+
     /// The entry's offer signed at `now` with a fresh nonce; nil when the entry has no offer.
-    static func sign(_ entry: WinbackQueueEntry, _ signer: PromotionalOfferSigner, now: Date) throws -> PromotionalOfferSigner.SignedOffer? {
+    static func sign(_ entry: WinbackQueueEntry, _ signers: (String) throws -> PromotionalOfferSigner, now: Date) throws -> PromotionalOfferSigner.SignedOffer? {
         guard let offerId = entry.offerId, let productId = entry.productId, !entry.holdout else { return nil }
-        return try signer.sign(productId: productId, offerId: offerId, appAccountToken: entry.appAccountToken?.uuidString,
+        return try signers(entry.bundleId).sign(productId: productId, offerId: offerId, appAccountToken: entry.appAccountToken?.uuidString,
                                transactionId: entry.originalTransactionId, now: now)
     }
 }

@@ -27,6 +27,7 @@ struct RunCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var app: AppOptions
     @OptionGroup var windows: WindowOptions
     @OptionGroup var apple: AppleOptions
     @OptionGroup var feedOptions: FeedOptions
@@ -51,80 +52,57 @@ struct RunCommand: AsyncParsableCommand {
         global.bootstrapLogging()
         try await reportingErrors {
             let logger = Logger(label: "churnwatch.run")
-            let url = try global.resolvedDatabaseURL()
-            var options = RunOptions(asOf: try windows.resolvedAsOf())
-            options.windows = try windows.resolvedWindows()
-            try worker.apply(to: &options, join: join)
-            let prune = try RetentionOptions.afterRun() && !join ? try retention.policy() : nil
-            let refundPolicy = join ? nil : try refundOptions.validated()
-            let interval = try parseDurationSetting("--progress-interval", progressInterval, positive: true)
-            let metrics = try metricsFile.map(MetricsFile.init(path:))
-            options.params = try StoredJSON(encoding: RunParams(options: options))
-            let config = try apple.configuration(logger: logger)
-
-            let parts = try await EngineParts.open(url: url, options: options, config: config, logger: logger)
-            let (store, limiter) = (parts.store, parts.limiter)
-            if !join {
-                options.feed = try feedOptions.feed(client: parts.client, store: store, logger: logger)
-                let answerer = RefundOptions.answerer(refundPolicy, client: parts.client, store: store, logger: logger)
-                options.refunds = options.feed == nil ? nil : answerer
-            }
-            let engine = parts.engine(options: options, fullHistory: false, logger: logger)
-            let signalled = Mutex(false)
-            let signals = SignalHandler {
-                signalled.withLock { $0 = true }
-                engine.requestStop("signal")
-            }
+            let night = try await prepare(logger: logger)
+            let stops = StopSwitch()
+            let signals = SignalHandler { stops.stop("signal") }
             defer { signals.cancel() }
-
-            let terminal = isatty(STDERR_FILENO) == 1 && global.logFormat != .json
-            let progress = ProgressReporter(mode: terminal ? .terminal : .log, interval: interval, store: store, clock: engine.clock,
-                                            logger: logger)
-            progress.start()
-            let started = engine.clock.now()
-            var outcome: RunOutcome?
-            var failure: (any Error)?
-            do {
-                var ended = try await engine.run { progress.record($0) }
-                if case .stopped(let runId, .appleUnavailable(let detail)) = ended, detail.hasPrefix("rate limited"),
-                   let rate = await limiter.allowedRate(RateLimitKey(.subscriptionStatuses, config.environment)) {
-                    // The rate Apple's 429s brought the shared budget down to: one number for the operator.
-                    ended = .stopped(runId: runId, .appleUnavailable(detail + String(format: "; the status rate had come down to %.1f/s", rate)))
+            let started = Date()
+            let nights = await withTaskGroup(of: AppNight.self) { group in
+                for (index, app) in night.apps.enumerated() {
+                    group.addTask { await self.work(app, index: index, night, stops: stops) }
                 }
-                outcome = ended
-                progress.finish()
-                if let feed = engine.feedSummary { print(FeedSummaryText.line(feed, what: "change feed")) }
-                if let refunds = engine.refundSummary, !refunds.isEmpty { print(RefundAnswerText.line(refunds)) }
-                // Runs of earlier nights this invocation closed before tonight's.
-                for earlier in engine.closedEarlier {
-                    print(RunSummaryText.lines(earlier, calls: [:]).dropLast().joined(separator: "\n"))
-                }
-                try report(ended, stats: engine.stats)
-                if case .finished = ended, let prune {
-                    let deadline = options.maxDuration.map { Date().addingTimeInterval($0 - engine.clock.now().timeIntervalSince(started)) }
-                    await Self.prune(store, prune, asOf: options.asOf, logger: logger) {
-                        signalled.withLock { $0 } || deadline.map { Date() >= $0 } == true
-                    }
-                }
-            } catch {
-                progress.finish()
-                failure = error
+                return await group.reduce(into: []) { $0.append($1) }.sorted { $0.index < $1.index }
             }
-            let exitCode = failure.map { classify($0).1 } ?? ExitStatus.ok
-            progress.summary(outcome: outcome?.label ?? "error", exitCode: exitCode, stats: engine.stats)
-            if let metrics {
-                let now = engine.clock.now()
-                await metrics.publish(outcome: outcome, runId: outcome?.runId ?? progress.runId, exitCode: exitCode, now: now,
-                                      duration: now.timeIntervalSince(started), stats: engine.stats, store: store,
-                                      feed: options.feed.map { _ in (config.environment, engine.feedSummary, options.asOf) },
-                                      logger: logger)
+            let several = nights.count > 1
+            for n in nights {
+                if several { print("app \(n.app):") }
+                if !n.lines.isEmpty { print(n.lines.joined(separator: "\n")) }
+                if several, let failure = n.failure { FileHandle.standardError.write(Data("churnwatch: app \(n.app): \(failure.description)\n".utf8)) }
             }
-            if let failure { throw failure }
+            if let prune = night.prune, nights.allSatisfy({ if case .finished? = $0.outcome { true } else { false } }) {
+                let deadline = night.options.maxDuration.map { Date().addingTimeInterval($0 - Date().timeIntervalSince(started)) }
+                // A store of its own: the one opened before the night may have lost its connection
+                // to a PostgreSQL restart the apps' engines rode out.
+                await Self.prune(ChurnStore.open(night.url, app: "", logger: logger), prune, asOf: night.options.asOf, logger: logger) {
+                    stops.stopped || deadline.map { Date() >= $0 } == true
+                }
+            }
+            if let file = night.metrics { file.write(nights.compactMap(\.metrics), logger: logger) }
+            if let failure = AppNight.failure(of: nights) { throw failure }
         }
     }
 
-    func report(_ outcome: RunOutcome, stats: WorkerStats) throws {
-        try RunOutcomeReport.report(outcome, stats: stats, noun: "run")
+    /// What every app's part of the night shares: the options, the apps with their configurations,
+    /// and the deployment's store. Bad settings (the deployment's, or an `--app` not in the
+    /// database) end the command here, before any work.
+    func prepare(logger: Logger) async throws -> NightSetup {
+        let url = try global.resolvedDatabaseURL()
+        var options = RunOptions(asOf: try windows.resolvedAsOf())
+        options.windows = try windows.resolvedWindows()
+        try worker.apply(to: &options, join: join)
+        let prune = try RetentionOptions.afterRun() && !join ? try retention.policy() : nil
+        let refundPolicy = join ? nil : try refundOptions.validated()
+        let interval = try parseDurationSetting("--progress-interval", progressInterval, positive: true)
+        let metrics = try metricsFile.map(MetricsFile.init(path:))
+        options.params = try StoredJSON(encoding: RunParams(options: options))
+        let (store, apps) = try await NightSetup.App.load(url: url, apple: apple, selection: app,
+                                                         feedOn: join ? false : try feedOptions.enabled(), logger: logger)
+        return NightSetup(url: url, options: options, prune: prune, refundPolicy: refundPolicy, interval: interval, metrics: metrics,
+                          store: store, apps: apps)
+    }
+
+    func report(_ outcome: RunOutcome, stats: WorkerStats, output: (String) -> Void) throws {
+        try RunOutcomeReport.report(outcome, stats: stats, noun: "run", output: output)
     }
 
     /// The prune at the end of a night that finished (`CHURNWATCH_PRUNE=off` turns it off): one line,
@@ -209,10 +187,10 @@ enum RunOutcomeReport {
     static let everyPollFailedMinimum = 10
 
     /// - Parameter noun: "run" or "backfill", as the operator called it.
-    static func report(_ outcome: RunOutcome, stats: WorkerStats, noun: String) throws {
+    static func report(_ outcome: RunOutcome, stats: WorkerStats, noun: String, output: (String) -> Void = { print($0) }) throws {
         switch outcome {
         case .finished(let s):
-            print(RunSummaryText.lines(s, calls: stats.calls).joined(separator: "\n"))
+            output(RunSummaryText.lines(s, calls: stats.calls).joined(separator: "\n"))
             // Nothing usable came back: a wrong server or one answering garbage. Not a success
             // (0) and not a stop to resume (75, which the systemd unit counts as success). Ids
             // Apple answered it does not know, and a re-run that only retries a few bad items,
@@ -228,14 +206,14 @@ enum RunOutcomeReport {
                 throw CLIError.unavailable("every poll of run \(s.runId) failed (\(reasons)): check APPSTORE_BASE_URL and one subscription with `churnwatch inspect --otid ID`; the next run polls them again")
             }
         case .joinedAndDrained(let runId, let polled):
-            print("joined \(noun == "run" ? "run" : "\(noun) run") \(runId): polled \(polled); no work left")
+            output("joined \(noun == "run" ? "run" : "\(noun) run") \(runId): polled \(polled); no work left")
         case .anotherRunInProgress(let runId):
             // Without an id the other process holds the lock but has not committed its plan yet.
-            print("another \(noun) is in progress: " + (runId.map { "run \($0)" } ?? "its process is still planning it"))
+            output("another \(noun) is in progress: " + (runId.map { "run \($0)" } ?? "its process is still planning it"))
         case .nothingToJoin:
-            print("no \(noun) in progress to join")
+            output("no \(noun) in progress to join")
         case .nothingToResume:
-            print("no unfinished \(noun) to resume")
+            output("no unfinished \(noun) to resume")
         case .otherBackfillUnfinished(let runId, let cohort):
             throw CLIError.resumable("backfill run \(runId) (\(cohort)) is unfinished; one backfill at a time: finish it with `churnwatch backfill --resume`, then start this one")
         case .stopped(let runId, let stop):

@@ -129,7 +129,7 @@ struct WinbackCommand: AsyncParsableCommand {
                 let store = try WinbackCommand.store(global)
                 try await store.schemaCheck()
                 // The key is checked before anything is claimed: a campaign with offers needs it.
-                let signer = try await store.offersConfigured(campaign: campaign, apps: app.apps) ? try OffersCommand.signer() : nil
+                let signer = try await store.offersConfigured(campaign: campaign, apps: app.apps) ? try await OffersCommand.signers(store) : nil
                 let claim = try await store.winbackClaim(campaign: campaign, consumer: consumer, limit: limit, lease: lease, asOf: at,
                                                      apps: app.apps)
                 if claim.expired > 0 {

@@ -61,6 +61,8 @@ struct MetricsTests {
         #expect(exposition.families["churnwatch_segment_subscriptions"]?.type == "gauge")
 
         #expect(exposition.value("churnwatch_run_exit_code") == 0)
+        let apps = Set(exposition.families.values.flatMap(\.samples).map { $0.labels["bundle_id"] })
+        #expect(apps == [world.env["APPSTORE_BUNDLE_ID"]], "every sample is labelled with the app: \(apps)")
         let lastSuccess = try #require(exposition.value("churnwatch_last_success_timestamp_seconds"))
         #expect(lastSuccess >= before.timeIntervalSince1970.rounded(.down) && lastSuccess <= after.timeIntervalSince1970 + 1)
         #expect((exposition.value("churnwatch_run_duration_seconds") ?? -1) > 0)
@@ -235,8 +237,10 @@ struct PrometheusText {
 
     func samples(_ name: String) -> [Sample] { families[name]?.samples ?? [] }
 
+    /// The sample of `name` with `labels`; the app's `bundle_id` label is left out of the
+    /// comparison unless `labels` names it.
     func value(_ name: String, _ labels: [String: String] = [:]) -> Double? {
-        samples(name).first { $0.labels == labels }?.value
+        samples(name).first { labels["bundle_id"] == nil ? $0.labels.filter { $0.key != "bundle_id" } == labels : $0.labels == labels }?.value
     }
 
     struct ParseError: Error, CustomStringConvertible {

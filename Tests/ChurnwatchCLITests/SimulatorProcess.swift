@@ -133,9 +133,11 @@ final class SimulatorProcess: @unchecked Sendable {
         var expires_at: String?
     }
 
-    func truth(at iso: String) throws -> [String: TruthSubscription] {
+    /// The ground truth at `iso`, of the first app or of `bundleId`'s.
+    func truth(at iso: String, bundleId: String? = nil) throws -> [String: TruthSubscription] {
         struct Body: Decodable { var subscriptions: [TruthSubscription] }
-        let body = try JSONDecoder().decode(Body.self, from: try request("GET", "/_sim/truth?at=\(iso)"))
+        let app = bundleId.map { "&bundle_id=\($0)" } ?? ""
+        let body = try JSONDecoder().decode(Body.self, from: try request("GET", "/_sim/truth?at=\(iso)\(app)"))
         return Dictionary(body.subscriptions.map { ($0.original_transaction_id, $0) }, uniquingKeysWith: { a, _ in a })
     }
 

@@ -15,6 +15,8 @@ extension AppStoreConfiguration {
         public static let issuerId = "APPSTORE_ISSUER_ID"
         public static let keyId = "APPSTORE_KEY_ID"
         public static let privateKeyPath = "APPSTORE_PRIVATE_KEY_PATH"
+        /// The key itself (PEM), when no path is set: a secret handed over in a variable.
+        public static let privateKey = "APPSTORE_PRIVATE_KEY"
         public static let bundleId = "APPSTORE_BUNDLE_ID"
         public static let appAppleId = "APPSTORE_APP_APPLE_ID"
         public static let environment = "APPSTORE_ENVIRONMENT"
@@ -36,7 +38,7 @@ extension AppStoreConfiguration {
 
         /// Every variable, for `--help` texts and example files.
         public static let all = [
-            issuerId, keyId, privateKeyPath, bundleId, appAppleId, environment, baseURL, sandboxBaseURL,
+            issuerId, keyId, privateKeyPath, privateKey, bundleId, appAppleId, environment, baseURL, sandboxBaseURL,
             rootCerts, tlsRootCerts, sharedSecret, statusRate, historyRate, transactionRate, refundRate, receiptRate,
             notificationRate, requestTimeout, maxAttempts, maxRetryWait, strictX509,
         ]
@@ -66,8 +68,13 @@ extension AppStoreConfiguration {
 
         let appAppleId = try parseAppAppleId(value(Variable.appAppleId), environment: environment)
 
-        let keyPath = try required(Variable.privateKeyPath, "path of the .p8 In-App Purchase key")
-        let key = try loadPrivateKey(at: keyPath, warnings: &warnings)
+        let key: P256.Signing.PrivateKey
+        if value(Variable.privateKeyPath) == nil, let pem = value(Variable.privateKey) {
+            key = try parsePrivateKey(pem, source: "the value", variable: Variable.privateKey)
+        } else {
+            let keyPath = try required(Variable.privateKeyPath, "path of the .p8 In-App Purchase key")
+            key = try loadPrivateKey(at: keyPath, warnings: &warnings)
+        }
 
         let productionBaseURL = try value(Variable.baseURL).map { v throws(ConfigurationError) in try parseURL(v, Variable.baseURL) }
         let sandboxBaseURL = try value(Variable.sandboxBaseURL).map { v throws(ConfigurationError) in try parseURL(v, Variable.sandboxBaseURL) }
@@ -148,18 +155,27 @@ extension AppStoreConfiguration {
         } catch {
             throw ConfigurationError(name, "cannot read \(path): \(readFailure(path))")
         }
-        guard let pem = String(data: data, encoding: .utf8),
-              let document = try? PEMDocument(pemString: pem.trimmingCharacters(in: .whitespacesAndNewlines))
-        else { throw ConfigurationError(name, "\(path) is not a PEM file (expected the .p8 file: a PEM PRIVATE KEY block)") }
-        guard document.discriminator == "PRIVATE KEY" else {
-            throw ConfigurationError(name, "\(path) holds a \(document.discriminator), not a PKCS#8 PRIVATE KEY (the .p8 file from App Store Connect)")
+        guard let pem = String(data: data, encoding: .utf8) else {
+            throw ConfigurationError(name, "\(path) is not a PEM file (expected the .p8 file: a PEM PRIVATE KEY block)")
         }
-        guard let key = try? P256.Signing.PrivateKey(derRepresentation: document.derBytes) else {
-            throw ConfigurationError(name, "\(path) is not a P-256 (prime256v1) PKCS#8 private key")
-        }
+        let key = try parsePrivateKey(pem, source: path, variable: name)
         var info = stat()
         if stat(path, &info) == 0, info.st_mode & 0o044 != 0 {
             warnings.append("\(name): \(path) is readable by other users; chmod 600 it")
+        }
+        return key
+    }
+
+    /// Parses a .p8 key's PEM (`source`: what to call it in a message; never its content).
+    static func parsePrivateKey(_ pem: String, source: String, variable name: String) throws(ConfigurationError) -> P256.Signing.PrivateKey {
+        guard let document = try? PEMDocument(pemString: pem.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+            throw ConfigurationError(name, "\(source) is not a PEM file (expected the .p8 file: a PEM PRIVATE KEY block)")
+        }
+        guard document.discriminator == "PRIVATE KEY" else {
+            throw ConfigurationError(name, "\(source) holds a \(document.discriminator), not a PKCS#8 PRIVATE KEY (the .p8 file from App Store Connect)")
+        }
+        guard let key = try? P256.Signing.PrivateKey(derRepresentation: document.derBytes) else {
+            throw ConfigurationError(name, "\(source) is not a P-256 (prime256v1) PKCS#8 private key")
         }
         return key
     }

@@ -100,8 +100,13 @@ extension PromotionalOfferSigner {
         let keyId = try required(V.keyId, "the ID of the In-App Purchase key")
         let bundleId = try required(V.bundleId, "the app's bundle ID")
         var warnings: [String] = []
-        let key = try AppStoreConfiguration.loadPrivateKey(at: try required(V.privateKeyPath, "path of the .p8 In-App Purchase key"),
+        let key: P256.Signing.PrivateKey
+        if (env[V.privateKeyPath] ?? "").isEmpty, let pem = env[V.privateKey], !pem.isEmpty {
+            key = try AppStoreConfiguration.parsePrivateKey(pem, source: "the value", variable: V.privateKey)
+        } else {
+            key = try AppStoreConfiguration.loadPrivateKey(at: try required(V.privateKeyPath, "path of the .p8 In-App Purchase key"),
                                                            warnings: &warnings)
+        }
         return PromotionalOfferSigner(issuerId: issuerId, keyId: keyId, bundleId: bundleId, privateKey: key)
     }
 }
