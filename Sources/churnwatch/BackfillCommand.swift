@@ -107,7 +107,7 @@ struct BackfillCommand: AsyncParsableCommand {
 
             var options = RunOptions(asOf: asOfDate)
             try worker.apply(to: &options, join: join)
-            let config = try apple.configuration(logger: logger)
+            let config = try await Self.configuration(url: url, apple: apple, app: app, logger: logger)
 
             let budgetLogger = logger
             let parts = try await EngineParts.open(url: url, options: options, config: config, yield: { store in
@@ -199,6 +199,20 @@ struct BackfillCommand: AsyncParsableCommand {
         }
         guard !ids.isEmpty else { throw CLIError.configuration("--ids: \(path) holds no ids") }
         return ids
+    }
+
+    /// The configuration of the app backfilled: `--app`'s (from `churnwatch.apps`), else the
+    /// deployment's, which is the default app.
+    static func configuration(url: String, apple: AppleOptions, app: AppOptions, logger: Logger) async throws -> AppStoreConfiguration {
+        let deployment = try apple.configuration(logger: logger)
+        let store = ChurnStore.open(url, app: "", logger: logger)
+        try await store.schemaCheck(migrations: BuildMigrations.names())
+        try await store.appsMarkDefault(deployment.bundleId)
+        guard !app.apps.isEmpty else { return deployment }
+        guard let record = try app.selected(from: try await store.appsList()).first, app.apps.count == 1 else {
+            throw CLIError.configuration("a backfill works for one app at a time: give --app once")
+        }
+        return try apple.configuration(for: record, deploymentApp: deployment.bundleId, logger: logger)
     }
 
     func printDryRun(url: String, cohort: BackfillCohort, asOf: Date, share: Double, env: [String: String]) async throws {

@@ -16,7 +16,6 @@ struct EngineParts {
                      yield: (ChurnStore) -> BudgetYield? = { _ in nil }, logger: Logger) async throws -> EngineParts {
         let store = ChurnStore.open(url, app: config.bundleId, connections: options.lanes + 2, logger: logger)
         try await store.schemaCheck(migrations: BuildMigrations.names())
-        try await store.appsMarkDefault(config.bundleId)
         let limiter = SharedBudgetLimiter(store: store, limits: config.rateLimits, namespace: config.bundleId, yield: yield(store),
                                           maxPause: config.retryPolicy.maxTotalWait, logger: logger)
         let client = AppStoreServerAPIClient(configuration: config, limiter: limiter, logger: Logger(label: "churnwatch.appstore"))

@@ -23,8 +23,10 @@ struct FeedContext {
 
     /// The feed of the deployment's app (`ingest`).
     static func open(global: GlobalOptions, apple: AppleOptions, options: FeedOptions, asOf: Date, logger: Logger) async throws -> FeedContext {
-        try await open(url: try global.resolvedDatabaseURL(), config: try apple.configuration(logger: logger), options: options, asOf: asOf,
-                       logger: logger)
+        let context = try await open(url: try global.resolvedDatabaseURL(), config: try apple.configuration(logger: logger), options: options,
+                                     asOf: asOf, logger: logger)
+        try await context.store.appsMarkDefault(context.store.app)
+        return context
     }
 
     /// The feed of the app `config` is for.
@@ -33,7 +35,6 @@ struct FeedContext {
         // One per apply lane, and one for the shared rate budget while a lane commits.
         let store = ChurnStore.open(url, app: config.bundleId, connections: settings.applyLanes + 1, logger: logger)
         try await store.schemaCheck(migrations: BuildMigrations.names())
-        try await store.appsMarkDefault(config.bundleId)
         let limiter = SharedBudgetLimiter(store: store, limits: config.rateLimits, namespace: config.bundleId,
                                           maxPause: config.retryPolicy.maxTotalWait, logger: logger)
         let client = AppStoreServerAPIClient(configuration: config, limiter: limiter, logger: Logger(label: "churnwatch.appstore"))

@@ -80,6 +80,8 @@ struct MultiAppRunTests {
         #expect(notified == [first, Self.second], "each app's feed synced its own history")
         let days = try c.query("SELECT count(DISTINCT bundle_id) FROM churnwatch.segment_daily")[0].decode(Int.self, at: 0)
         #expect(days == 2)
+        let defaults = try c.query("SELECT bundle_id FROM churnwatch.apps WHERE is_default").map { try $0.decode(String.self, at: 0) }
+        #expect(defaults == [first], "the deployment's app stays the default")
     }
 
     @Test("an app whose key Apple refuses does not stop the other: exit 75, the other's run done; with the key mended the next run resumes that app's run")
