@@ -58,10 +58,18 @@ struct AppleOptions: ParsableArguments {
     }
 
     /// What verifying signed data needs (roots, app, environment), without the In-App Purchase
-    /// key: `inspect JWS|FILE|-`. One line naming the setting (exit 78) when it is wrong.
-    func verificationSettings(logger: Logger) throws -> AppStoreVerificationSettings {
+    /// key: `inspect JWS|FILE|-`, as the deployment's app or as `app`. One line naming the setting
+    /// (exit 78) when it is wrong.
+    func verificationSettings(for app: AppRecord? = nil, logger: Logger) throws -> AppStoreVerificationSettings {
+        typealias V = AppStoreConfiguration.Variable
+        var o = overrides
+        if let app {
+            o[V.bundleId] = app.bundleId
+            o[V.appAppleId] = app.appAppleId.map(String.init) ?? (app.isDefault ? nil : "")
+            if environment == nil, let e = app.environment { o[V.environment] = e }
+        }
         do {
-            let settings = try AppStoreVerificationSettings.fromEnvironment(ProcessInfo.processInfo.environment, overrides: overrides)
+            let settings = try AppStoreVerificationSettings.fromEnvironment(ProcessInfo.processInfo.environment, overrides: o)
             for warning in settings.warnings { logger.warning("\(warning)") }
             return settings
         } catch {

@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import ArgumentParser
+import ChurnStore
 import Foundation
 import Logging
 
@@ -12,11 +13,13 @@ struct InspectCommand: AsyncParsableCommand {
                                              (needs APPSTORE_ROOT_CERTS, APPSTORE_BUNDLE_ID, APPSTORE_APP_APPLE_ID in
                                              Production, APPSTORE_ENVIRONMENT; not the In-App Purchase key)
             churnwatch inspect --otid ID     fetch status and full history for one subscription (writes nothing; needs the key)
+            --app BUNDLE_ID                  as that app of the database (its bundle id, app Apple id, environment, key)
             Exits 0 only when everything verified; 1 rejected or not found; 69 Apple unavailable; 78 bad configuration.
             """
     )
 
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var app: AppOptions
     @OptionGroup var apple: AppleOptions
 
     @Option(name: .customLong("otid"), help: "Ask Apple about this original transaction id.")
@@ -30,8 +33,10 @@ struct InspectCommand: AsyncParsableCommand {
         try await reportingErrors {
             let logger = Logger(label: "churnwatch.inspect")
             let report: InspectionReport
+            let record = try await appRecord()
             if let otid {
-                let config = try apple.configuration(logger: logger)
+                let config = try record.map { try apple.configuration(for: $0, deploymentApp: AppOptions.deploymentApp(), logger: logger) }
+                    ?? apple.configuration(logger: logger)
                 // The report says what happened; the client's own lines would only repeat it.
                 let client = AppStoreServerAPIClient(configuration: config,
                                                      logger: Logger(label: "churnwatch.appstore", factory: { _ in SwiftLogNoOpLogHandler() }))
@@ -42,7 +47,7 @@ struct InspectCommand: AsyncParsableCommand {
                     throw CLIError.configuration("cannot read \(input): \(error.localizedDescription)")
                 }
                 // Verifying needs the roots, the app and the environment; not the key.
-                report = await Inspector(verification: try apple.verificationSettings(logger: logger)).inspect(text)
+                report = await Inspector(verification: try apple.verificationSettings(for: record, logger: logger)).inspect(text)
             } else {
                 throw CLIError(description: "give a JWS, a file, - for standard input, or --otid ID", exitCode: 64)
             }
@@ -50,5 +55,15 @@ struct InspectCommand: AsyncParsableCommand {
             FileHandle.standardError.write(Data((report.verdictLine + "\n").utf8))
             if report.exitCode != 0 { throw ExitCode(report.exitCode) }
         }
+    }
+
+    /// The app named with `--app`, from the database; nil without `--app` (the deployment's).
+    func appRecord() async throws -> AppRecord? {
+        guard !app.apps.isEmpty else { return nil }
+        let store = ChurnStore.open(try global.resolvedDatabaseURL(), app: "")
+        try await store.schemaCheck()
+        let records = try app.selected(from: try await store.appsList())
+        guard records.count == 1 else { throw CLIError.configuration("inspect works as one app: give --app once") }
+        return records[0]
     }
 }

@@ -7,7 +7,10 @@ struct MigrateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "migrate",
         abstract: "Apply pending schema migrations (idempotent, safe to run concurrently).",
-        discussion: "Refuses, with exit 78, when a migration that was already applied has changed on disk."
+        discussion: """
+            Refuses, with exit 78, when a migration that was already applied has changed on disk. The schema is every \
+            app's (no --app); APPSTORE_BUNDLE_ID is the default app, and migration 0018 gives it the rows already there.
+            """
     )
 
     @OptionGroup var global: GlobalOptions

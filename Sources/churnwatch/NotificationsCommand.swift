@@ -52,10 +52,12 @@ struct NotificationsIngestCommand: AsyncParsableCommand {
             transaction and renewal info); one that fails is quarantined with the reason and changes nothing. Repeats \
             (by notificationUUID) are counted as duplicates. Blank lines are skipped; a line over 1 MiB is skipped and named.
             Exits 65 when the input held lines but none verified as a notification of this app.
+            The app is the deployment's (APPSTORE_BUNDLE_ID), or --app's: a file holds one app's notifications.
             """
     )
 
     @OptionGroup var global: GlobalOptions
+    @OptionGroup var app: AppOptions
     @OptionGroup var apple: AppleOptions
     @OptionGroup var feedOptions: FeedOptions
 
@@ -81,7 +83,7 @@ struct NotificationsIngestCommand: AsyncParsableCommand {
                 handle = h
             }
             let now = Date()
-            var context = try await FeedContext.open(global: global, apple: apple, options: feedOptions, asOf: now, logger: logger)
+            var context = try await openContext(now: now, logger: logger)
             context.feed.takesInboxRow = NightSetup.App.inboxRule(context.store.app, among: try await context.store.appsList())
             var reader = LineReader(handle: handle, maxLineBytes: NotificationLine.maxBytes)
             let batchSize = context.feed.settings.batchSize
@@ -117,6 +119,19 @@ struct NotificationsIngestCommand: AsyncParsableCommand {
                                exitCode: ExitStatus.dataError)
             }
         }
+    }
+}
+
+extension NotificationsIngestCommand {
+    /// The feed of the deployment's app, or of the one app named with `--app`.
+    func openContext(now: Date, logger: Logger) async throws -> FeedContext {
+        guard !app.apps.isEmpty else {
+            return try await FeedContext.open(global: global, apple: apple, options: feedOptions, asOf: now, logger: logger)
+        }
+        let url = try global.resolvedDatabaseURL()
+        let (_, apps) = try await NightSetup.App.load(url: url, apple: apple, selection: app, feedOn: true, logger: logger)
+        guard apps.count == 1 else { throw CLIError.configuration("ingest works for one app: give --app once") }
+        return try await FeedContext.open(url: url, config: try apps[0].configuration.get(), options: feedOptions, asOf: now, logger: logger)
     }
 }
 

@@ -52,7 +52,7 @@ struct PruneCommand: AsyncParsableCommand {
         commandName: "prune",
         abstract: "Delete what the retention policy no longer keeps, in small batches (also at the end of each nightly run).",
         discussion: """
-            Kept forever: subscriptions, churn_events, segment_daily, subscription_segments, winback_queue, runs. \
+            Prunes every app's rows at once (no --app: the retention policy is the database's). Kept forever: subscriptions, churn_events, segment_daily, subscription_segments, winback_queue, runs. \
             Trimmed by age: run_items (and run_workers) of finished runs, notifications, processed notification_inbox \
             rows, quarantine, segment_changes, transactions other than each subscription's newest (docs/contracts.md, \
             "Retention", for what each keeps and why). Each statement deletes at most a few thousand rows in its own \

@@ -154,7 +154,8 @@ struct WinbackCommand: AsyncParsableCommand {
             discussion: """
                 Prints "acked N". Acking an entry already done again is not an error (a retried ack). \
                 Ids that are not claimed (pending, obsolete, expired, unknown, or claimed by another consumer when \
-                --consumer is given) are left alone and named on one line; the exit code is then 65.
+                --consumer is given) are left alone and named on one line; the exit code is then 65. \
+                Entry ids are unique across apps: no --app.
                 """
         )
 
@@ -179,7 +180,7 @@ struct WinbackCommand: AsyncParsableCommand {
             abstract: "Give claimed entries back (pending again, for any consumer).",
             discussion: """
                 Prints "released N". Ids that are not claimed (or claimed by another consumer when --consumer is given) \
-                are left alone and named on one line; the exit code is then 65.
+                are left alone and named on one line; the exit code is then 65. Entry ids are unique across apps: no --app.
                 """
         )
 

@@ -119,4 +119,15 @@ struct MultiAppRunTests {
         let polled = try c.query("SELECT count(*) FROM churnwatch.subscriptions WHERE bundle_id = \(Self.second) AND last_outcome = 'ok'")
         #expect(try polled[0].decode(Int.self, at: 0) == 60)
     }
+
+    @Test("every command's --help names --app (what it does with several apps)")
+    func helpNamesApp() async throws {
+        let commands = ["migrate", "apps", "import", "plan", "run", "notifications sync", "notifications ingest", "backfill", "status",
+                        "segments", "report", "winback claim", "winback ack", "winback release", "winback list", "offers set",
+                        "offers list", "offers remove", "offers sign", "outcomes", "refunds", "prune", "inspect"]
+        for command in commands {
+            let r = try await CLIRunner.run(command.split(separator: " ").map(String.init) + ["--help"], environment: [:])
+            #expect(r.status == 0 && (r.stdout + r.stderr).contains("--app"), "churnwatch \(command) --help: \(r.stdout.prefix(200))")
+        }
+    }
 }
