@@ -132,6 +132,8 @@ extension RunCommand {
         do {
             let parts = try await EngineParts.open(url: setup.url, options: setup.options, config: config, logger: logger)
             var options = setup.options
+            // A worker is one app's engine: its advisory lock tells whether that engine lives.
+            if setup.apps.count > 1 { options.workerName += "/" + app.record.bundleId }
             if !join {
                 options.feed = try feedOptions.feed(on: app.feed, client: parts.client, store: parts.store, logger: logger)
                 options.feed?.takesInboxRow = app.inboxRule
