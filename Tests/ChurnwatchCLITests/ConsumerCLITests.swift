@@ -134,12 +134,13 @@ struct ConsumerCLITests {
         let r = try await CLIRunner.run(["segments", "--csv", "--day", "2026-11-21"], environment: s.env)
         #expect(r.status == 0, "\(r.stderr)")
         let lines = r.stdout.split(separator: "\n").map(String.init)
-        #expect(lines.first == "segment,subscriptions,change")
+        // bundle_id last (issue 26): a column added, none renamed or moved.
+        #expect(lines.first == "segment,subscriptions,change,bundle_id")
         #expect(lines.count == 14)
-        #expect(lines.dropFirst().first == "refunded,0,0")
-        #expect(lines.contains("active,2,-3"))
-        #expect(lines.contains("will_not_renew,1,0"))
-        #expect(lines.last == "unknown,0,0")
+        #expect(lines.dropFirst().first == "refunded,0,0,com.example.churnwatch")
+        #expect(lines.contains("active,2,-3,com.example.churnwatch"))
+        #expect(lines.contains("will_not_renew,1,0,com.example.churnwatch"))
+        #expect(lines.last == "unknown,0,0,com.example.churnwatch")
 
         let table = try await CLIRunner.run(["segments", "--day", "2026-11-20"], environment: s.env)
         #expect(table.status == 0)
