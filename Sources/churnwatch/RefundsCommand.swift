@@ -37,7 +37,7 @@ struct RefundsCommand: AsyncParsableCommand {
     @Flag(name: .customLong("list"), help: "One line per request too, newest first (at most --limit).")
     var list = false
 
-    @Option(name: .customLong("limit"), help: "Requests listed at most with --list (default 100).")
+    @Option(name: .customLong("limit"), help: "Requests listed at most with --list, per app (default 100).")
     var limit = 100
 
     @Flag(name: .customLong("json"), help: "JSON lines: the counts, then (with --list) one per request.")
