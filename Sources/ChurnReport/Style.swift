@@ -57,7 +57,7 @@ enum Style {
         .app{border-top:4px solid var(--accent);margin:28px 0 0;padding-top:6px}
         .app-title{font-size:1.5rem;margin:.2em 0;overflow-wrap:anywhere}
         .app>.meta a{color:var(--accent)}
-        #t-apps td:last-child{text-align:left}
+        #t-apps th:last-child,#t-apps td:last-child{text-align:left}
         @media print{.app{break-before:page}}
         """
 }
