@@ -4,7 +4,7 @@ enum BillingPanel {
     /// Days with fewer episodes old enough are not drawn.
     static let minimumEpisodes = 10
 
-    static func render(_ data: ReportData) -> HTML {
+    static func render(_ data: ReportData, _ ids: Anchors = .single) -> HTML {
         let b = data.billing
         let kpis: HTML = """
             <ul class="kpis"><li><b>\(Format.count(b.inGrace))</b><span>in grace period (still have access)</span></li>\
@@ -13,7 +13,7 @@ enum BillingPanel {
             """
         let points = b.recovery.filter { $0.observed > 0 }
         guard !points.isEmpty else {
-            return ReportPage.panel("billing", lead: "No billing trouble began in these \(data.days) days.", kpis
+            return ReportPage.panel("billing", ids, lead: "No billing trouble began in these \(data.days) days.", kpis
                                     + ReportPage.nothing("An episode starts with billing_retry_started or grace_period_started and ends with billing_recovered or an expiry."))
         }
         let labels = b.recovery.map { "day \($0.day)" }
@@ -21,7 +21,7 @@ enum BillingPanel {
         let chart = Chart.shareLine(Frame(width: 720, height: 220), categories: labels,
                                     shares: b.recovery.map { $0.observed >= Self.minimumEpisodes ? $0.share : nil },
                                     color: "#AA4499", label: "Share of billing-trouble episodes recovered, by day since the first failure")
-        var table = Table(id: "t-billing", caption: "Recovered by day since the first failure (episodes at least that old)",
+        var table = Table(id: ids("t-billing"), caption: "Recovered by day since the first failure (episodes at least that old)",
                           headers: ["days since failure", "episodes", "recovered", "share"])
         for p in b.recovery {
             table.add(String(p.day), [Format.count(p.observed), Format.count(p.recovered), Format.percent(p.share)])
@@ -32,7 +32,7 @@ enum BillingPanel {
         } else {
             lead = "\(Format.count(b.inGrace + b.inRetry)) subscribers are in billing trouble now; the curve grows as episodes age."
         }
-        return ReportPage.panel("billing", lead: lead, """
+        return ReportPage.panel("billing", ids, lead: lead, """
             \(kpis)\(chart)\(Chart.legend([("share recovered (days with at least \(Self.minimumEpisodes) episodes that old)", "#AA4499")]))\(table.html)
             """)
     }

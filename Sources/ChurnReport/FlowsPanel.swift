@@ -11,10 +11,10 @@ enum FlowsPanel {
 
     static let chartRows = 12
 
-    static func render(_ data: ReportData) -> HTML {
+    static func render(_ data: ReportData, _ ids: Anchors = .single) -> HTML {
         let flows = data.flows.sorted { ($0.last30, $0.last7, $1.from, $1.to) > ($1.last30, $1.last7, $0.from, $0.to) }
         guard !flows.isEmpty else {
-            return ReportPage.panel("flows", lead: "No subscription changed segment in the last 30 days.",
+            return ReportPage.panel("flows", ids, lead: "No subscription changed segment in the last 30 days.",
                                     ReportPage.nothing("Moves are recorded as runs change segments (from migration 0009 on)."))
         }
         let into = flows.filter { $0.to == Segment.willNotRenew.rawValue }
@@ -30,11 +30,11 @@ enum FlowsPanel {
                                          series: [Series(name: "last 7 days", color: "#332288", values: top.map { Double($0.last7) }),
                                                   Series(name: "last 30 days", color: "#88CCEE", values: top.map { Double($0.last30) })],
                                          stacked: false, label: "The most frequent moves between segments, last 7 and 30 days")
-        var table = Table(id: "t-flows", caption: "Moves between segments (from → to)", headers: ["from → to", "last 7 days", "last 30 days"])
+        var table = Table(id: ids("t-flows"), caption: "Moves between segments (from → to)", headers: ["from → to", "last 7 days", "last 30 days"])
         for f in flows { table.add("\(f.from) → \(f.to)", [Format.count(f.last7), Format.count(f.last30)]) }
         table.footer = ("total", [sum(flows, \.last7), sum(flows, \.last30)])
         let note: HTML = flows.count > chartRows ? "<p class=\"lead\">The chart shows the \(chartRows) most frequent moves; the table has all \(flows.count).</p>" : ""
-        return ReportPage.panel("flows", lead: lead, """
+        return ReportPage.panel("flows", ids, lead: lead, """
             \(chart)\(Chart.legend([("last 7 days", "#332288"), ("last 30 days", "#88CCEE")]))\(note)\(table.html)
             """)
     }

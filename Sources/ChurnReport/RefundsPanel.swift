@@ -5,10 +5,10 @@ import ChurnModel
 enum RefundsPanel {
     static let colors = [("refunded", "#CC6677"), ("declined", "#44AA99"), ("undecided", "#DDDDDD")]
 
-    static func render(_ data: ReportData) -> HTML {
+    static func render(_ data: ReportData, _ ids: Anchors = .single) -> HTML {
         let r = data.refunds
         guard r.requests > 0 else {
-            return ReportPage.panel("refunds", lead: "No refund request in the last \(String(data.days)) days.", ReportPage.nothing(
+            return ReportPage.panel("refunds", ids, lead: "No refund request in the last \(String(data.days)) days.", ReportPage.nothing(
                 "Apple's CONSUMPTION_REQUEST notifications appear here once the change feed reads one; churnwatch answers them for customers with consent."))
         }
         let rows = r.byBranch
@@ -19,7 +19,7 @@ enum RefundsPanel {
         ]
         let chart = Chart.horizontalBars(labels: rows.map(\.branch), series: series, stacked: true,
                                          label: "Refund requests per policy branch, by Apple's decision")
-        var table = Table(id: "t-refunds", caption: "Refund requests signed in the window, per policy branch (pending: not answered yet)",
+        var table = Table(id: ids("t-refunds"), caption: "Refund requests signed in the window, per policy branch (pending: not answered yet)",
                           headers: ["branch", "requests", "refunded", "declined", "undecided"])
         for b in rows {
             table.add(b.branch, [Format.count(b.requests), Format.count(b.refunded), Format.count(b.declined),
@@ -33,6 +33,6 @@ enum RefundsPanel {
             (no consent, or past the deadline), \(Format.count(r.failed)) refused by Apple, \(Format.count(r.open)) open; \
             Apple refunded \(Format.count(refunded)) and declined \(Format.count(declined)).
             """
-        return ReportPage.panel("refunds", lead: lead, "\(chart)\(Chart.legend(colors))\(table.html)")
+        return ReportPage.panel("refunds", ids, lead: lead, "\(chart)\(Chart.legend(colors))\(table.html)")
     }
 }

@@ -16,39 +16,53 @@ public enum ReportPage {
     ]
 
     public static func render(_ data: ReportData) -> String {
-        let title = "churnwatch report, \(Format.time(data.asOf))"
-        let body: HTML
+        let meta: HTML = """
+            As of <strong>\(Format.time(data.asOf))</strong> · the last \(days(data)) · \
+            \(Format.count(data.subscriptions)) subscriptions registered
+            """
+        return document(data, meta: meta, body: body(data, .single), css: Style.css)
+    }
+
+    /// One app's panels (or the notice that it has nothing to show), their ids from `ids`.
+    static func body(_ data: ReportData, _ ids: Anchors) -> HTML {
         if !data.migrated {
-            body = notice("This database has no churnwatch schema yet.",
-                          "Run <code>churnwatch migrate</code>, then <code>churnwatch import</code> and a first <code>churnwatch run</code>; the next report will show them.")
-        } else if data.isEmpty {
-            body = notice("Nothing to report yet: no subscriptions, no runs, no history.",
-                          "Register subscriptions (<code>churnwatch import</code>) and run a night (<code>churnwatch run</code>); segment sizes and events appear after the first run.")
-        } else {
-            let nav = panels.map { p -> HTML in "<li><a href=\"#\(p.id)\">\(p.title)</a></li>" }
-            body = """
-                <nav aria-label="Panels"><ul>\(nav)</ul></nav>
-                \(SegmentsPanel.render(data))
-                \(EventsPanel.render(data))
-                \(FlowsPanel.render(data))
-                \(BillingPanel.render(data))
-                \(WinbackPanel.render(data))
-                \(RevenuePanel.render(data))
-                \(RefundsPanel.render(data))
-                \(RunsPanel.render(data))
-                """
+            return notice("This database has no churnwatch schema yet.",
+                          "Run <code>churnwatch migrate</code>, then <code>churnwatch import</code> and a first <code>churnwatch run</code>; the next report will show them.", ids)
         }
+        if data.isEmpty {
+            return notice("Nothing to report yet: no subscriptions, no runs, no history.",
+                          "Register subscriptions (<code>churnwatch import</code>) and run a night (<code>churnwatch run</code>); segment sizes and events appear after the first run.", ids)
+        }
+        let nav = panels.map { p -> HTML in "<li><a href=\"#\(ids(p.id))\">\(p.title)</a></li>" }
+        return """
+            <nav aria-label="\(ids.panelsLabel)"><ul>\(nav)</ul></nav>
+            \(SegmentsPanel.render(data, ids))
+            \(EventsPanel.render(data, ids))
+            \(FlowsPanel.render(data, ids))
+            \(BillingPanel.render(data, ids))
+            \(WinbackPanel.render(data, ids))
+            \(RevenuePanel.render(data, ids))
+            \(RefundsPanel.render(data, ids))
+            \(RunsPanel.render(data, ids))
+            """
+    }
+
+    /// "7 days", "1 day".
+    static func days(_ data: ReportData) -> String { "\(data.days) day\(data.days == 1 ? "" : "s")" }
+
+    /// The whole page around `body`: head, style, header with `meta`, footer.
+    static func document(_ data: ReportData, meta: HTML, body: HTML, css: String) -> String {
+        let title = "churnwatch report, \(Format.time(data.asOf))"
         let page: HTML = """
             <!DOCTYPE html>
             <html lang="en"><head><meta charset="utf-8">
             <meta name="viewport" content="width=device-width, initial-scale=1">
             <meta name="generator" content="churnwatch report">
             <title>\(title)</title>
-            <style>\(HTML(trusted: Style.css))</style>
+            <style>\(HTML(trusted: css))</style>
             </head><body><main>
             <header><h1>Subscriber churn: the morning report</h1>
-            <p class="meta">As of <strong>\(Format.time(data.asOf))</strong> · the last \(data.days) day\(data.days == 1 ? "" : "s") · \
-            \(Format.count(data.subscriptions)) subscriptions registered</p></header>
+            <p class="meta">\(meta)</p></header>
             \(body)
             <footer><p>Written by <code>churnwatch report</code> from the churnwatch tables in PostgreSQL. \
             Every chart's numbers are in the table under it. Days are UTC.</p></footer>
@@ -58,17 +72,17 @@ public enum ReportPage {
         return page.markup
     }
 
-    static func notice(_ headline: String, _ advice: String) -> HTML {
+    static func notice(_ headline: String, _ advice: String, _ ids: Anchors) -> HTML {
         """
-        <section class="panel empty" id="empty" data-panel="empty"><h2>\(headline)</h2><p>\(HTML(trusted: advice))</p></section>
+        <section class="panel empty" id="\(ids("empty"))" data-panel="empty"><h2>\(headline)</h2><p>\(HTML(trusted: advice))</p></section>
         """
     }
 
     /// A panel: heading, a one-line reading of it, then charts and tables.
-    static func panel(_ id: String, lead: HTML, _ content: HTML) -> HTML {
+    static func panel(_ id: String, _ ids: Anchors, lead: HTML, _ content: HTML) -> HTML {
         let title = panels.first { $0.id == id }?.title ?? id
         return """
-            <section class="panel" id="\(id)" data-panel="\(id)"><h2>\(title)</h2><p class="lead">\(lead)</p>\(content)</section>
+            <section class="panel" id="\(ids(id))" data-panel="\(id)"><h2>\(title)</h2><p class="lead">\(lead)</p>\(content)</section>
             """
     }
 

@@ -1,9 +1,9 @@
 /// Panel 6: revenue at risk per segment and currency, from the renewal prices Apple signs, when
 /// churnwatch stores them.
 enum RevenuePanel {
-    static func render(_ data: ReportData) -> HTML {
+    static func render(_ data: ReportData, _ ids: Anchors = .single) -> HTML {
         guard let revenue = data.revenue, !revenue.rows.isEmpty else {
-            return ReportPage.panel("revenue", lead: "No prices known yet.", ReportPage.nothing("""
+            return ReportPage.panel("revenue", ids, lead: "No prices known yet.", ReportPage.nothing("""
                 Revenue at risk needs each subscription's renewal price and currency in <code>subscription_segments</code> \
                 (<code>renewal_price</code>, <code>renewal_currency</code>); this database has none yet.
                 """))
@@ -16,13 +16,13 @@ enum RevenuePanel {
                                                          values: rows.map { Double($0.milliunits) / 1000 })],
                                          stacked: false, label: "Renewal revenue at risk per segment and currency (amounts per currency are not comparable)",
                                          format: { Format.amount(milliunits: Int64(($0 * 1000).rounded())) })
-        var table = Table(id: "t-revenue", caption: "Renewal revenue at risk per segment and currency (one period's renewal prices)",
+        var table = Table(id: ids("t-revenue"), caption: "Renewal revenue at risk per segment and currency (one period's renewal prices)",
                           headers: ["segment", "currency", "subscriptions", "amount"])
         for r in rows { table.add(r.segment, [r.currency, Format.count(r.subscriptions), Format.amount(milliunits: r.milliunits)]) }
         var totals: [String: Int64] = [:]
         for r in rows { totals[r.currency, default: 0] += r.milliunits }
         let lead = totals.sorted { $0.key < $1.key }.map { "\($0.key) \(Format.amount(milliunits: $0.value))" }.joined(separator: ", ")
-        return ReportPage.panel("revenue", lead: "At risk at the next renewal: \(lead).", """
+        return ReportPage.panel("revenue", ids, lead: "At risk at the next renewal: \(lead).", """
             \(chart)\(Chart.legend([("renewal revenue at risk (bars compare within one currency only)", "#CC6677")]))\(table.html)
             """)
     }

@@ -6,10 +6,10 @@ enum SegmentsPanel {
         return Palette.segmentOrder.filter(present.contains) + present.subtracting(Palette.segmentOrder).sorted()
     }
 
-    static func render(_ data: ReportData) -> HTML {
+    static func render(_ data: ReportData, _ ids: Anchors = .single) -> HTML {
         let days = data.segmentDays
         guard let today = days.last else {
-            return ReportPage.panel("segments", lead: "No segment sizes recorded in these days.",
+            return ReportPage.panel("segments", ids, lead: "No segment sizes recorded in these days.",
                                     ReportPage.nothing("Each finished <code>churnwatch run</code> writes the day's sizes to <code>segment_daily</code>."))
         }
         let previous = days.count > 1 ? days[days.count - 2] : nil
@@ -21,7 +21,7 @@ enum SegmentsPanel {
                                       series: series, label: "Subscriptions per segment, per day")
         let legend = Chart.legend(names.map { ($0, Palette.color(segment: $0)) })
 
-        var todayTable = Table(id: "t-segments-today", caption: "Subscriptions per segment on \(today.day)"
+        var todayTable = Table(id: ids("t-segments-today"), caption: "Subscriptions per segment on \(today.day)"
                                + (previous.map { ", change since \($0.day)" } ?? ""),
                                headers: ["segment", "subscriptions", "change"])
         for name in names {
@@ -30,19 +30,19 @@ enum SegmentsPanel {
         }
         todayTable.footer = ("total", [Format.count(today.total), previous.map { Format.change(today.total - $0.total) } ?? "–"])
 
-        var history = Table(id: "t-segments-days", caption: "Subscriptions per segment and day (the chart's numbers)",
+        var history = Table(id: ids("t-segments-days"), caption: "Subscriptions per segment and day (the chart's numbers)",
                             headers: ["day"] + names + ["total"])
         for day in days.reversed() {
             history.add(day.day, names.map { Format.count(day.sizes[$0] ?? 0) } + [Format.count(day.total)])
         }
 
-        var products = Table(id: "t-segments-products", caption: "Subscriptions per segment and product on \(today.day)",
+        var products = Table(id: ids("t-segments-products"), caption: "Subscriptions per segment and product on \(today.day)",
                              headers: ["segment", "product", "subscriptions"])
         for p in data.segmentProducts {
             products.add(p.segment, [p.productId.isEmpty ? "(not polled yet)" : p.productId, Format.count(p.subscriptions)])
         }
         let lead = movers(today: today, previous: previous, names: names)
-        return ReportPage.panel("segments", lead: lead, """
+        return ReportPage.panel("segments", ids, lead: lead, """
             \(chart)\(legend)<div class="tables"><div>\(todayTable.html)</div><div>\(products.html)</div></div>\
             <h3>Day by day</h3>\(history.html)
             """)

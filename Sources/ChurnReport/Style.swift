@@ -50,4 +50,14 @@ enum Style {
         table{font-size:7.5pt}th,td{padding:1px 4px}thead th{white-space:normal;word-break:break-all}
         .scroll,.chartbox{overflow:visible}.scroll.long{max-height:none}.scroll.long thead th{position:static}svg.chart{min-width:0;max-height:9cm}}
         """
+
+    /// Added on a page of several apps only (a page of one app is the same as before apps were kept).
+    static let apps = """
+
+        .app{border-top:4px solid var(--accent);margin:28px 0 0;padding-top:6px}
+        .app-title{font-size:1.5rem;margin:.2em 0;overflow-wrap:anywhere}
+        .app>.meta a{color:var(--accent)}
+        #t-apps th:last-child,#t-apps td:last-child{text-align:left}
+        @media print{.app{break-before:page}}
+        """
 }

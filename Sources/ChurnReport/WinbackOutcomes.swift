@@ -8,11 +8,11 @@ enum WinbackOutcomes {
     static let headers = ["campaign", "offer", "entries", "delivered", "saved share", "holdout", "holdout saved share",
                           "uplift [95 % interval]", "median days to save", "revenue kept"]
 
-    static func render(_ outcomes: [ReportData.Outcome]) -> HTML {
+    static func render(_ outcomes: [ReportData.Outcome], _ ids: Anchors = .single) -> HTML {
         guard !outcomes.isEmpty else {
-            return "<h3>Outcomes</h3><p class=\"nothing\" id=\"winback-outcomes\">No outcomes yet: the queue has no entries. Saved share, holdout and uplift per campaign and offer appear here once runs add some.</p>"
+            return "<h3>Outcomes</h3><p class=\"nothing\" id=\"\(ids("winback-outcomes"))\">No outcomes yet: the queue has no entries. Saved share, holdout and uplift per campaign and offer appear here once runs add some.</p>"
         }
-        var table = Table(id: "t-outcomes", caption: "Outcomes per campaign and offer: treated entries against the holdout (shares over decided entries)",
+        var table = Table(id: ids("t-outcomes"), caption: "Outcomes per campaign and offer: treated entries against the holdout (shares over decided entries)",
                           headers: headers)
         for o in outcomes {
             let treated = o.decided > 0 ? Double(o.saved) / Double(o.decided) : nil
@@ -21,7 +21,7 @@ enum WinbackOutcomes {
                                    Format.count(o.holdoutEntries), Format.percent(held), uplift(o), days(o.medianDaysToSave), revenue(o.revenueKept)])
         }
         return """
-            <h3>Outcomes</h3><div id="winback-outcomes">\(table.html)<p class="meta">Uplift: the treated saved share minus the holdout's, \
+            <h3>Outcomes</h3><div id="\(ids("winback-outcomes"))">\(table.html)<p class="meta">Uplift: the treated saved share minus the holdout's, \
             in percentage points, with its 95 % interval; "too few to say" below \(UpliftEstimate.minimumGroup) decided entries in a group. \
             Revenue kept: renewal price × treated saves.</p></div>
             """

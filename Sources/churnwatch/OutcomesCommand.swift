@@ -17,8 +17,11 @@ struct OutcomesCommand: AsyncParsableCommand {
 
             --json fields: campaign, offer_id, [product_id,] entries, delivered, decided, saved, saved_share, \
             holdout_entries, holdout_decided, holdout_saved, holdout_saved_share, uplift, uplift_low, uplift_high, \
-            too_few_to_say, median_days_to_save, revenue_kept ({currency: amount}). --csv: the same columns, \
+            too_few_to_say, median_days_to_save, revenue_kept ({currency: amount}), bundle_id. --csv: the same columns, \
             revenue_kept as "USD 12.34;EUR 5.00".
+
+            Several apps (every app in churnwatch.apps, or those given with --app): each app's lines after a line \
+            "app BUNDLE_ID"; with --json or --csv every app's rows one after the other, each naming its app in bundle_id.
 
             Exit codes: 0; 78 a bad value; 64 a malformed command line; 69 database unreachable.
             """
@@ -51,15 +54,20 @@ struct OutcomesCommand: AsyncParsableCommand {
             guard !(csv && json) else { throw CLIError.configuration("--csv and --json exclude each other: give one") }
             let since = try TimeArgument.parse(self.since, flag: "--since")
             let at = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
-            guard let store = try await app.readingStores(global).first else { return }
-            let rows = try await store.outcomeSummaries(since: since, grouping: grouping, asOf: at).map(OutcomeJSON.init)
+            var blocks: [(app: String, rows: [OutcomeJSON])] = []
+            for store in try await app.readingStores(global) {
+                let rows = try await store.outcomeSummaries(since: since, grouping: grouping, asOf: at)
+                blocks.append((store.app, rows.map { OutcomeJSON($0, app: store.app) }))
+            }
+            guard !blocks.isEmpty else { return }
+            let byProduct = grouping == .product
             if json {
-                for row in rows { print(try JSONOutput.line(row)) }
+                for row in blocks.flatMap(\.rows) { print(try JSONOutput.line(row)) }
             } else if csv {
-                print(OutcomeJSON.csvHeader(byProduct: grouping == .product))
-                for row in rows { print(row.csv(byProduct: grouping == .product)) }
+                print(OutcomeJSON.csvHeader(byProduct: byProduct))
+                for row in blocks.flatMap(\.rows) { print(row.csv(byProduct: byProduct)) }
             } else {
-                Self.table(rows, byProduct: grouping == .product).forEach { print($0) }
+                PerAppText.lines(blocks.map { ($0.app, Self.table($0.rows, byProduct: byProduct)) }).forEach { print($0) }
             }
         }
     }
@@ -86,6 +94,8 @@ struct OutcomesCommand: AsyncParsableCommand {
 
 /// One line of `churnwatch outcomes --json`: the contract's names.
 struct OutcomeJSON: Encodable {
+    /// The app the line is of.
+    var bundle_id: String
     var campaign: String, offer_id: String?, product_id: String?
     var entries: Int, delivered: Int, decided: Int, saved: Int, saved_share: Double?
     var holdout_entries: Int, holdout_decided: Int, holdout_saved: Int, holdout_saved_share: Double?
@@ -94,7 +104,8 @@ struct OutcomeJSON: Encodable {
     /// Currency → amount in units (milliunits / 1000, exact).
     var revenue_kept: [String: Decimal]
 
-    init(_ s: OutcomeSummary) {
+    init(_ s: OutcomeSummary, app: String) {
+        bundle_id = app
         campaign = s.campaign; offer_id = s.offerId; product_id = s.productId
         entries = s.entries; delivered = s.delivered; decided = s.decided; saved = s.saved; saved_share = s.savedShare
         holdout_entries = s.holdoutEntries; holdout_decided = s.holdoutDecided; holdout_saved = s.holdoutSaved
@@ -108,7 +119,8 @@ struct OutcomeJSON: Encodable {
 
     enum CodingKeys: String, CodingKey {
         case campaign, offer_id, product_id, entries, delivered, decided, saved, saved_share, holdout_entries, holdout_decided,
-             holdout_saved, holdout_saved_share, uplift, uplift_low, uplift_high, too_few_to_say, median_days_to_save, revenue_kept
+             holdout_saved, holdout_saved_share, uplift, uplift_low, uplift_high, too_few_to_say, median_days_to_save, revenue_kept,
+             bundle_id
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -126,6 +138,7 @@ struct OutcomeJSON: Encodable {
         }
         try c.encode(too_few_to_say, forKey: .too_few_to_say)
         try c.encode(revenue_kept, forKey: .revenue_kept)
+        try c.encode(bundle_id, forKey: .bundle_id)
     }
 
     func revenueText(separator: String) -> String {
@@ -136,7 +149,7 @@ struct OutcomeJSON: Encodable {
     static func csvHeader(byProduct: Bool) -> String {
         (byProduct ? ["campaign", "offer_id", "product_id"] : ["campaign", "offer_id"]).joined(separator: ",")
             + ",entries,delivered,decided,saved,saved_share,holdout_entries,holdout_decided,holdout_saved,holdout_saved_share,"
-            + "uplift,uplift_low,uplift_high,too_few_to_say,median_days_to_save,revenue_kept"
+            + "uplift,uplift_low,uplift_high,too_few_to_say,median_days_to_save,revenue_kept,bundle_id"
     }
 
     func csv(byProduct: Bool) -> String {
@@ -145,7 +158,8 @@ struct OutcomeJSON: Encodable {
         if byProduct { fields.append(SegmentsCommand.csvField(product_id ?? "")) }
         fields += [String(entries), String(delivered), String(decided), String(saved), d(saved_share), String(holdout_entries),
                    String(holdout_decided), String(holdout_saved), d(holdout_saved_share), d(uplift), d(uplift_low), d(uplift_high),
-                   String(too_few_to_say), d(median_days_to_save), SegmentsCommand.csvField(revenueText(separator: ";"))]
+                   String(too_few_to_say), d(median_days_to_save), SegmentsCommand.csvField(revenueText(separator: ";")),
+                   SegmentsCommand.csvField(bundle_id)]
         return fields.joined(separator: ",")
     }
 }

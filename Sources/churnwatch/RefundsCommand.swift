@@ -13,9 +13,13 @@ struct RefundsCommand: AsyncParsableCommand {
             same by policy branch (docs/contracts.md "Refund requests"). --list adds one line per request, newest first.
 
             --json: one object {since, until, requests, answered_in_time, not_sent, failed, open, refunded, declined, \
-            by_branch: [{branch, requests, refunded, declined}]}, then with --list one object per request \
+            by_branch: [{branch, requests, refunded, declined}], bundle_id}, then with --list one object per request \
             {notification_uuid, original_transaction_id, transaction_id, environment, reason, requested_at, deadline, \
-            state, policy_branch, attempts, answered_at, apple_status, last_error, decision, decided_at}.
+            state, policy_branch, attempts, answered_at, apple_status, last_error, decision, decided_at, bundle_id}.
+
+            Several apps (every app in churnwatch.apps, or those given with --app): each app's lines after a line \
+            "app BUNDLE_ID"; with --json each app's counts object, then its requests, app after app (the first \
+            line is the default app's counts).
 
             Exit codes: 0; 78 a bad value; 64 a malformed command line; 69 database unreachable.
             """
@@ -33,7 +37,7 @@ struct RefundsCommand: AsyncParsableCommand {
     @Flag(name: .customLong("list"), help: "One line per request too, newest first (at most --limit).")
     var list = false
 
-    @Option(name: .customLong("limit"), help: "Requests listed at most with --list (default 100).")
+    @Option(name: .customLong("limit"), help: "Requests listed at most with --list, per app (default 100).")
     var limit = 100
 
     @Flag(name: .customLong("json"), help: "JSON lines: the counts, then (with --list) one per request.")
@@ -46,16 +50,18 @@ struct RefundsCommand: AsyncParsableCommand {
             let until = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
             let since = try TimeArgument.parse(self.since, flag: "--since") ?? until.addingTimeInterval(-30 * 86_400)
             guard since < until else { throw CLIError.configuration("--since \(isoTime(since)) is not before --as-of \(isoTime(until))") }
-            guard let store = try await app.readingStores(global).first else { return }
-            let summary = try await store.refundSummary(since: since, until: until)
-            let rows = list ? try await store.refundRequests(since: since, until: until, limit: limit) : []
-            if json {
-                print(try JSONOutput.line(RefundSummaryJSON(since: since, until: until, summary)))
-                for row in rows { print(try JSONOutput.line(RefundRowJSON(row))) }
-            } else {
-                Self.text(summary, since: since, until: until).forEach { print($0) }
-                rows.forEach { print(Self.line($0)) }
+            var blocks: [(app: String, lines: [String])] = []
+            for store in try await app.readingStores(global) {
+                let summary = try await store.refundSummary(since: since, until: until)
+                let rows = list ? try await store.refundRequests(since: since, until: until, limit: limit) : []
+                if json {
+                    blocks.append((store.app, [try JSONOutput.line(RefundSummaryJSON(since: since, until: until, summary, app: store.app))]
+                                   + (try rows.map { try JSONOutput.line(RefundRowJSON($0, app: store.app)) })))
+                } else {
+                    blocks.append((store.app, Self.text(summary, since: since, until: until) + rows.map(Self.line)))
+                }
             }
+            (json ? blocks.flatMap(\.lines) : PerAppText.lines(blocks)).forEach { print($0) }
         }
     }
 
@@ -82,11 +88,13 @@ struct RefundSummaryJSON: Encodable {
     var since: Date, until: Date
     var requests: Int, answered_in_time: Int, not_sent: Int, failed: Int, open: Int, refunded: Int, declined: Int
     var by_branch: [Branch]
+    /// The app the counts are of.
+    var bundle_id: String
 
     struct Branch: Encodable { var branch: String, requests: Int, refunded: Int, declined: Int }
 
-    init(since: Date, until: Date, _ s: RefundSummary) {
-        (self.since, self.until) = (since, until)
+    init(since: Date, until: Date, _ s: RefundSummary, app: String) {
+        (self.since, self.until, bundle_id) = (since, until, app)
         (requests, answered_in_time, not_sent, failed, open) = (s.requests, s.answeredInTime, s.notSent, s.failed, s.open)
         (refunded, declined) = (s.refunded, s.declined)
         by_branch = s.byBranch.map { Branch(branch: $0.branch, requests: $0.requests, refunded: $0.refunded, declined: $0.declined) }
@@ -97,8 +105,11 @@ struct RefundRowJSON: Encodable {
     var notification_uuid: String, original_transaction_id: String, transaction_id: String, environment: String
     var reason: String?, requested_at: Date, deadline: Date, state: String, policy_branch: String?, attempts: Int
     var answered_at: Date?, apple_status: Int?, last_error: String?, decision: String?, decided_at: Date?
+    /// The app the request is of.
+    var bundle_id: String
 
-    init(_ r: RefundRequestRow) {
+    init(_ r: RefundRequestRow, app: String) {
+        bundle_id = app
         notification_uuid = r.notificationUUID.uuidString.lowercased()
         (original_transaction_id, transaction_id, environment) = (r.originalTransactionId, r.transactionId, r.environment)
         (reason, requested_at, deadline, state, policy_branch) = (r.reason, r.requestedAt, r.deadline, r.state, r.policyBranch)
@@ -108,7 +119,7 @@ struct RefundRowJSON: Encodable {
 
     enum CodingKeys: String, CodingKey {
         case notification_uuid, original_transaction_id, transaction_id, environment, reason, requested_at, deadline, state,
-             policy_branch, attempts, answered_at, apple_status, last_error, decision, decided_at
+             policy_branch, attempts, answered_at, apple_status, last_error, decision, decided_at, bundle_id
     }
 
     /// Every key, null when empty: a consumer reads the same fields on every line.
@@ -120,5 +131,6 @@ struct RefundRowJSON: Encodable {
         try c.encode(state, forKey: .state); try c.encode(policy_branch, forKey: .policy_branch); try c.encode(attempts, forKey: .attempts)
         try c.encode(answered_at, forKey: .answered_at); try c.encode(apple_status, forKey: .apple_status)
         try c.encode(last_error, forKey: .last_error); try c.encode(decision, forKey: .decision); try c.encode(decided_at, forKey: .decided_at)
+        try c.encode(bundle_id, forKey: .bundle_id)
     }
 }

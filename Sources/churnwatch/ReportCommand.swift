@@ -14,6 +14,11 @@ struct ReportCommand: AsyncParsableCommand {
             table. The page has no script and loads nothing: it can be mailed, printed or put on an internal page. \
             An empty or new database gives a page that says so. Prints the file's path.
 
+            Several apps (every app in churnwatch.apps, or those given with --app): an app selector first (each \
+            app's subscriptions, those at risk, billing trouble and last run, linking to its section), then one \
+            section per app, headed by its bundle id, with every panel for that app alone. One app: the page as it \
+            always was.
+
             Exit codes: 0 written; 78 a bad value, a file that cannot be written, or a schema behind this build; \
             69 database unreachable.
             """
@@ -40,9 +45,13 @@ struct ReportCommand: AsyncParsableCommand {
             let asOf = try TimeArgument.parse(self.asOf, flag: "--as-of") ?? Date()
             let path = out ?? "churnwatch-report-\(asOf.ISO8601Format(.iso8601.year().month().day())).html"
             let all = ChurnStore.open(try global.resolvedDatabaseURL(), app: "")
-            let store = all.scoped(to: try await app.forReading(all).first ?? "")
-            let data = try await store.reportData(asOf: asOf, days: days)
-            let html = ReportPage.render(data)
+            // Every app selected, each read in its own snapshot; a database with no app yet (or
+            // no schema) gives the one page that says so.
+            var pages: [ReportData] = []
+            for name in try await app.forReading(all).nonEmpty {
+                pages.append(try await all.scoped(to: name).reportData(asOf: asOf, days: days))
+            }
+            let html = ReportPage.render(apps: pages)
             let url = URL(fileURLWithPath: path)
             do {
                 // A regular file is replaced whole (a reader never sees half a page); anything else that

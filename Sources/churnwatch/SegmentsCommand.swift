@@ -10,8 +10,11 @@ struct SegmentsCommand: AsyncParsableCommand {
             Sizes come from churnwatch.subscription_segments; every segment is listed, in the order of the contract, \
             zeros included. The change is against the latest day in churnwatch.segment_daily before today (UTC), or \
             before --day. --revenue prints revenue at risk instead (segment, currency, subscriptions, \
-            revenue_at_risk in units; CSV with --csv). --csv prints segment,subscriptions,change (with --by-product: \
-            segment,product_id,subscriptions,change); change is empty when there is no earlier day.
+            revenue_at_risk in units, bundle_id; CSV with --csv). --csv prints segment,subscriptions,change,bundle_id (with \
+            --by-product: segment,product_id,subscriptions,change,bundle_id); change is empty when there is no earlier day.
+
+            Several apps (every app in churnwatch.apps, or those given with --app): the table of each, after a line \
+            "app BUNDLE_ID"; CSV: one header, then every app's rows, each naming its app in bundle_id.
 
             Exit codes: 0; 78 a bad value; 69 database unreachable.
             """
@@ -36,28 +39,37 @@ struct SegmentsCommand: AsyncParsableCommand {
         global.bootstrapLogging()
         try await reportingErrors {
             let day = try TimeArgument.parse(self.day, flag: "--day") ?? Date()
-            let all = ChurnStore.open(try global.resolvedDatabaseURL(), app: "")
-            let store = all.scoped(to: try await app.forReading(all).first ?? "")
-            try await store.schemaCheck()
+            let stores = try await app.readingStoresOrNone(global)
             if revenue {
-                print(Self.revenueLines(try await store.segmentRevenueAtRisk(), csv: csv).joined(separator: "\n"))
+                var blocks: [(app: String, rows: [SegmentRevenue])] = []
+                for store in stores { blocks.append((store.app, try await store.segmentRevenueAtRisk())) }
+                let lines = csv ? [Self.revenueCSVHeader] + blocks.flatMap { Self.revenueCSV($0.rows, app: $0.app) }
+                                : PerAppText.lines(blocks.map { ($0.app, Self.revenueLines($0.rows)) })
+                print(lines.joined(separator: "\n"))
                 return
             }
-            let sizes = try await store.segmentSizes(comparedBefore: day, byProduct: byProduct)
-            print((csv ? Self.csv(sizes, byProduct: byProduct) : Self.table(sizes, byProduct: byProduct)).joined(separator: "\n"))
+            var blocks: [(app: String, sizes: SegmentSizes)] = []
+            for store in stores { blocks.append((store.app, try await store.segmentSizes(comparedBefore: day, byProduct: byProduct))) }
+            let lines = csv ? [Self.csvHeader(byProduct: byProduct)] + blocks.flatMap { Self.csv($0.sizes, byProduct: byProduct, app: $0.app) }
+                            : PerAppText.lines(blocks.map { ($0.app, Self.table($0.sizes, byProduct: byProduct)) })
+            print(lines.joined(separator: "\n"))
         }
     }
 
-    static func csv(_ sizes: SegmentSizes, byProduct: Bool) -> [String] {
-        var out = [byProduct ? "segment,product_id,subscriptions,change" : "segment,subscriptions,change"]
-        for row in sizes.rows {
+    static func csvHeader(byProduct: Bool) -> String {
+        byProduct ? "segment,product_id,subscriptions,change,bundle_id" : "segment,subscriptions,change,bundle_id"
+    }
+
+    /// One app's rows, `bundle_id` last.
+    static func csv(_ sizes: SegmentSizes, byProduct: Bool, app: String) -> [String] {
+        sizes.rows.map { row in
             var fields = [csvField(row.segment)]
             if byProduct { fields.append(csvField(row.productId ?? "")) }
             fields.append(String(row.subscriptions))
             fields.append(row.change.map(String.init) ?? "")
-            out.append(fields.joined(separator: ","))
+            fields.append(csvField(app))
+            return fields.joined(separator: ",")
         }
-        return out
     }
 
     /// RFC 4180: quoted when it holds a comma, quote or line break; quotes doubled.
@@ -89,14 +101,17 @@ struct SegmentsCommand: AsyncParsableCommand {
         return out
     }
 
+    static let revenueCSVHeader = "segment,currency,subscriptions,revenue_at_risk,bundle_id"
+
+    /// Revenue at risk of one app, CSV rows with `bundle_id` last (amounts in units, two decimals).
+    static func revenueCSV(_ rows: [SegmentRevenue], app: String) -> [String] {
+        rows.map { [$0.segment, $0.currency ?? "", String($0.subscriptions), amount($0.renewalPrice), app].map(csvField).joined(separator: ",") }
+    }
+
+    static func amount(_ milli: Int64) -> String { String(format: "%.2f", Double(milli) / 1000) }
+
     /// Revenue at risk: one row per segment and currency (amounts in units, two decimals).
-    static func revenueLines(_ rows: [SegmentRevenue], csv: Bool) -> [String] {
-        func amount(_ milli: Int64) -> String { String(format: "%.2f", Double(milli) / 1000) }
-        if csv {
-            return ["segment,currency,subscriptions,revenue_at_risk"] + rows.map {
-                [$0.segment, $0.currency ?? "", String($0.subscriptions), amount($0.renewalPrice)].map(csvField).joined(separator: ",")
-            }
-        }
+    static func revenueLines(_ rows: [SegmentRevenue]) -> [String] {
         var out = ["segment".padding(toLength: 28, withPad: " ", startingAt: 0) + "currency" + "subscriptions".leftPad(15) + "revenue at risk".leftPad(17)]
         for r in rows {
             out.append(r.segment.padding(toLength: 28, withPad: " ", startingAt: 0) + (r.currency ?? "(none)").padding(toLength: 8, withPad: " ", startingAt: 0)

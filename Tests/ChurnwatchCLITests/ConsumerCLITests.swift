@@ -76,6 +76,9 @@ struct ConsumerCLITests {
         let none = try await CLIRunner.run(["status"], environment: s.env)
         #expect(none.status == 0, "\(none.stderr)")
         #expect(none.stdout == "no runs yet\n")
+        let noneJSON = try await CLIRunner.run(["status", "--json"], environment: s.env)
+        let noRun = try #require(JSONSerialization.jsonObject(with: Data(noneJSON.stdout.utf8)) as? [String: Any])
+        #expect(noRun["run"] is NSNull && (noRun["apps"] as? [[String: Any]])?.first?["run"] is NSNull, "\(noneJSON.stdout)")
 
         let id = try s.connection.query("""
             INSERT INTO churnwatch.runs (kind, as_of, started_at, status, due)
@@ -106,6 +109,11 @@ struct ConsumerCLITests {
         let calls = try #require(object["calls"] as? [String: Any])
         #expect(calls["total"] as? Int == 40 && calls["per_second"] as? Double == 2)
         #expect(object["eta_seconds"] as? Double == 20)
+        // One app: the same object, its app named, and the list of apps holds it alone.
+        #expect(object["bundle_id"] as? String == "com.example.churnwatch")
+        let apps = try #require(object["apps"] as? [[String: Any]])
+        #expect(apps.count == 1 && apps[0]["bundle_id"] as? String == "com.example.churnwatch")
+        #expect((apps[0]["run"] as? [String: Any])?["id"] as? Int == Int(id) && (apps[0]["items"] as? [String: Any])?["finished"] as? Int == 2)
 
         let missing = try await CLIRunner.run(["status", "999"], environment: s.env)
         #expect(missing.status == 65 && missing.stderr == "churnwatch: no run 999\n")
@@ -126,12 +134,13 @@ struct ConsumerCLITests {
         let r = try await CLIRunner.run(["segments", "--csv", "--day", "2026-11-21"], environment: s.env)
         #expect(r.status == 0, "\(r.stderr)")
         let lines = r.stdout.split(separator: "\n").map(String.init)
-        #expect(lines.first == "segment,subscriptions,change")
+        // bundle_id last (issue 26): a column added, none renamed or moved.
+        #expect(lines.first == "segment,subscriptions,change,bundle_id")
         #expect(lines.count == 14)
-        #expect(lines.dropFirst().first == "refunded,0,0")
-        #expect(lines.contains("active,2,-3"))
-        #expect(lines.contains("will_not_renew,1,0"))
-        #expect(lines.last == "unknown,0,0")
+        #expect(lines.dropFirst().first == "refunded,0,0,com.example.churnwatch")
+        #expect(lines.contains("active,2,-3,com.example.churnwatch"))
+        #expect(lines.contains("will_not_renew,1,0,com.example.churnwatch"))
+        #expect(lines.last == "unknown,0,0,com.example.churnwatch")
 
         let table = try await CLIRunner.run(["segments", "--day", "2026-11-20"], environment: s.env)
         #expect(table.status == 0)

@@ -162,7 +162,7 @@ struct RetentionLoopCLITests {
         let revenue = try await CLIRunner.run(["segments", "--revenue", "--csv"], environment: env)
         #expect(revenue.status == 0, "\(revenue.stderr)")
         let revenueLines = revenue.stdout.split(separator: "\n")
-        #expect(revenueLines.first == "segment,currency,subscriptions,revenue_at_risk")
+        #expect(revenueLines.first == "segment,currency,subscriptions,revenue_at_risk,bundle_id")
         #expect(revenueLines.contains { $0.hasPrefix("will_not_renew,USD,") }, "\(revenue.stdout)")
         #expect(try Self.count(db, "SELECT count(*) FROM churnwatch.subscription_segments WHERE renewal_price IS NOT NULL") > 0)
     }
