@@ -237,14 +237,4 @@ struct AppsReadingCLITests {
         let onlyA = try await CLIRunner.run(["refunds", "--app", Self.a, "--since", "2026-11-01", "--as-of", Self.morning], environment: s.env)
         #expect(onlyA.stdout.hasPrefix("refund requests signed") && onlyA.stdout.contains(": 0; answered"), "one app: as before: \(onlyA.stdout)")
     }
-
-    @Test("every command that works on apps names --app in its --help")
-    func helpNamesApp() async throws {
-        for command in [["report"], ["status"], ["segments"], ["outcomes"], ["refunds"], ["winback", "claim"], ["winback", "list"],
-                        ["import"], ["plan"], ["offers", "set"], ["offers", "list"], ["offers", "remove"]] {
-            let r = try await CLIRunner.run(command + ["--help"])
-            #expect(r.status == 0, "\(command): \(r.stderr)")
-            #expect(r.stdout.contains("--app <bundle-id>"), "\(command.joined(separator: " ")) --help does not name --app")
-        }
-    }
 }

@@ -19,7 +19,7 @@ struct DemoSmokeTests {
         }
     }
 
-    @Test("300 subscribers, 2 nights: exits 0, shows each night's segments and events, the summary, the win-back queue and the explore commands, and stops the simulator")
+    @Test("300 subscribers of 2 apps, 2 nights: exits 0, shows each night's segments and events of both apps, the summary, the win-back queue, a report of both apps and the explore commands, and stops the simulator")
     func smallDemo() async throws {
         let demoDir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-demo-\(UUID().uuidString.prefix(8))")
         let pgDir = demoDir.appendingPathComponent("pg").path
@@ -59,7 +59,8 @@ struct DemoSmokeTests {
 
         #expect(status == 0, "stdout:\n\(stdout.suffix(2000))\nstderr:\n\(stderr.suffix(1500))")
         for expected in ["night 1 of 2: 2026-10-01T02:00:00Z", "night 2 of 2: 2026-10-02T02:00:00Z",
-                         "change feed: ", "run 2 done:",
+                         "change feed: ", "run 2 done:", "run 4 done:",
+                         "churnwatch apps add com.example.churnwatch.app2", "app com.example.churnwatch.app2:",
                          "segment                      subscriptions   change", "will_not_renew", "no earlier day in segment_daily",
                          "change since 2026-10-01",
                          "events this night: none (the first poll", "events this night by type",
@@ -73,11 +74,11 @@ struct DemoSmokeTests {
         let first = try #require(stdout.split(separator: "\n").first { $0.contains("run 1 done: ") }, "\(stdout)")
         let counts = first.split(separator: " ").compactMap { Int(String($0).trimmingCharacters(in: .punctuationCharacters)) }
         #expect(counts.count == 4 && counts[1] > 0 && counts[1] == counts[2] && counts[3] == 0, "\(first)")
-        // Every segment table adds up to the population.
+        // Every segment table (one per app and night) adds up to the app's population.
         let totals = stdout.split(separator: "\n").filter { $0.trimmingCharacters(in: .whitespaces).hasPrefix("total ") && $0.contains("  ") }
-        #expect(totals.count == 2, "\(totals)")
+        #expect(totals.count == 4, "\(totals)")
         for line in totals {
-            #expect(line.split(separator: " ").dropFirst().first == "300", "\(line)")
+            #expect(line.split(separator: " ").dropFirst().first == "150", "\(line)")
         }
         // Night 2's events are listed one type per row with a count.
         let eventRows = stdout.components(separatedBy: "events this night by type").last?
@@ -90,6 +91,7 @@ struct DemoSmokeTests {
         #expect(stdout.contains("Open it in a browser: file://\(report.path)"))
         let html = (try? String(contentsOf: report, encoding: .utf8)) ?? ""
         #expect(html.contains("data-panel=\"segments\"") && html.contains("data-panel=\"runs\""), "report: \(html.prefix(300))")
+        #expect(html.contains("com.example.churnwatch.app2"), "the report shows the second app: \(html.prefix(300))")
         let simulator = Self.processes(mentioning: demoDir.appendingPathComponent("sim").path)
         #expect(simulator.isEmpty, "the simulator outlived the demo: \(simulator)")
     }
