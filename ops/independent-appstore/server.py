@@ -1473,15 +1473,23 @@ def main(argv: list[str]) -> int:
     import argparse
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--dir", required=True, help="where the root certificate and the .p8 key are written")
+    ap.add_argument("--apps", type=int, default=1, help="apps served (default 1); app k >= 2 is second_app.py's world")
     args = ap.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import check  # the scripted world
     world, _ = check.build_world()
-    envs = Environments(args.dir, world, log=lambda l: print(l, file=sys.stderr))
+    others = []
+    if args.apps > 1:
+        import second_app
+        second_app.bind(check)
+        others = [second_app.build_script(k).world for k in range(2, args.apps + 1)]
+    envs = Environments(args.dir, world, log=lambda l: print(l, file=sys.stderr), others=others)
     with open(os.path.join(args.dir, "churnwatch.env"), "w") as f:
         for k, v in envs.env().items():
             f.write(f"{k}={v}\n")
     print(f"production {envs.production.url}  sandbox {envs.sandbox.url}  env {args.dir}/churnwatch.env", flush=True)
+    for w in others:
+        print(f"app {w.bundle_id} (app Apple id {w.app_apple_id}): {len(w.subs)} subscribers", flush=True)
     try:
         while True:
             time.sleep(3600)
