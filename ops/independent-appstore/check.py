@@ -560,6 +560,16 @@ class Checker:
             self.failed += 1
             print(f"MISMATCH {subject} night {night}: expected {expected}, got {got}", flush=True)
 
+    def last_words(self, r: subprocess.CompletedProcess) -> list[str] | str:
+        """What a failed command said last: its last line; with several apps, each app's line
+        (churnwatch says one per app that did not finish, then a summary)."""
+        if not r.stderr.strip():
+            return ""
+        lines = r.stderr.strip().splitlines()
+        if self.app1_bundle is None:
+            return lines[-1:]
+        return [line for line in lines if line.startswith("churnwatch: ")][-6:] or lines[-1:]
+
     def only_app1(self, conj: str = "WHERE") -> str:
         """The condition that keeps the first app's rows of a contract table (with --apps 1, nothing)."""
         return bundle_filter(self.app1_bundle, conj)
@@ -688,9 +698,10 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
                 o.register(ck, env)
     for o in others:  # `churnwatch import --app`
         o.import_subscribers(ck, env, workdir)
-
     if others:
         import second_app
+        second_app.check_apps_table(ck, BUNDLE_ID, APP_APPLE_ID, others, "-")
+
     names = script.names
     otids = [row["original_transaction_id"] for row in script.rows]
     actions = list(script.actions)
@@ -742,7 +753,7 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
             invocations.append(tick)
             run_log.write(f"=== cron notifications sync {iso(tick)} exit {r.returncode}\n{r.stdout}\n{r.stderr}\n")
             ck.check(r.returncode == 0, f"churnwatch notifications sync {iso(tick)}", k, "exit 0",
-                     f"exit {r.returncode}: {r.stderr.strip().splitlines()[-1:] if r.stderr.strip() else ''}")
+                     f"exit {r.returncode}: {ck.last_words(r)}")
         while actions and actions[0][0] <= now:
             at, otid, action, kw = actions.pop(0)
             world.act(otid, action, at, **kw)
@@ -817,7 +828,7 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
         # An app refused tonight stops its run alone: churnwatch exits 75 (partial), the rest is done.
         want_exit = 75 if refused else 0
         ck.check(r.returncode == want_exit, "churnwatch run", k, f"exit {want_exit}" + (f" ({refused.bundle_id} refused)" if refused else ""),
-                 f"exit {r.returncode}: {r.stderr.strip().splitlines()[-1:] if r.stderr.strip() else ''}")
+                 f"exit {r.returncode}: {ck.last_words(r)}")
         if refused:
             print(f"night {k}: {refused.bundle_id} refused (401): churnwatch exit {r.returncode}, last line: "
                   f"{(r.stderr.strip().splitlines() or [''])[-1][:300]}", flush=True)
@@ -917,8 +928,9 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
                      "period_end_unnotified, done", item[0] if item else "not planned")
         previous_truth = truth
         known = {o: t for o, t in truth.items() if t is not None}
-        # The further apps' nights (second_app.py): runs per app, segments, flips, win-back.
+        # The further apps' nights (second_app.py): the apps, runs per app, segments, flips, win-back.
         if others:
+            second_app.check_apps_table(ck, BUNDLE_ID, APP_APPLE_ID, others, k)
             second_app.check_night_runs(ck, [BUNDLE_ID] + [o.bundle_id for o in others], k, now, runs_before,
                                         refused.bundle_id if refused else None)
         for o in others:
@@ -1107,7 +1119,9 @@ def check_refunds(ck: Checker, args, world: srv.World, script: Script, consents:
 
     # churnwatch refunds --json: the counts over every request.
     since = night_ms(0) - DAY
-    r = ck.churnwatch(["refunds", "--json", "--since", iso(since), "--as-of", iso(until_ms)],
+    # With several apps, the first app's requests (--app); one app: the command as it always was.
+    r = ck.churnwatch(["refunds", "--json", "--since", iso(since), "--as-of", iso(until_ms)]
+                      + (["--app", ck.app1_bundle] if ck.app1_bundle else []),
                       dict(os.environ, DATABASE_URL=args.database_url))
     try:
         got = json.loads(r.stdout.splitlines()[0])

@@ -15,8 +15,9 @@ What it expects of churnwatch (multi-app, one database):
   * one `churnwatch run` polls every app: one `churnwatch.runs` row per app and night;
   * every contract table has a text column `bundle_id`.
 
-After each night, by `bundle_id`: one finished run (status `done`) per app for the night, none
-left unfinished; app k's segments, auto-renew flips (all so far, whichever night or sync wrote
+After registering and after each night: `churnwatch.apps` lists every app, the first (the
+deployment's APPSTORE_BUNDLE_ID) the default and no other. After each night, by `bundle_id`: one
+finished run (status `done`) per app for the night, none left unfinished; app k's segments, auto-renew flips (all so far, whichever night or sync wrote
 them), live win-back entries and identifiers against its truth, none of another app's
 subscriptions under its bundle id. After the last night: its notifications in
 `churnwatch.notifications` under its bundle id, none of the first app's there and none of its
@@ -107,6 +108,20 @@ def build_script(k: int, feed_night: int = 8):
 
 def tail(r) -> str:
     return (r.stderr.strip().splitlines() or [""])[-1][:300]
+
+
+def check_apps_table(ck, first_bundle: str, first_apple_id: int, others: list, night):
+    """churnwatch.apps: every app registered, the first one (the deployment's APPSTORE_BUNDLE_ID)
+    the default and no other; the others with the app Apple ids `apps add` was given."""
+    rows = ck.psql("SELECT bundle_id, is_default::text AS is_default, app_apple_id FROM churnwatch.apps ORDER BY bundle_id")
+    defaults = [r["bundle_id"] for r in rows if r["is_default"] == "true"]
+    ck.check(defaults == [first_bundle], "churnwatch.apps default app", night, f"{first_bundle} alone (APPSTORE_BUNDLE_ID)",
+             ", ".join(defaults) or "none")
+    got = {r["bundle_id"]: r["app_apple_id"] for r in rows}
+    want = {o.bundle_id: str(o.app_apple_id) for o in others}
+    ck.check(set(got) == {first_bundle} | set(want) and all(got.get(b) == a for b, a in want.items()),
+             "churnwatch.apps rows", night, f"{first_bundle}, " + ", ".join(f"{b} ({a})" for b, a in want.items()),
+             ", ".join(f"{b} ({a or '-'})" for b, a in got.items()))
 
 
 def check_night_runs(ck, bundles: list[str], k: int, now: int, runs_before: int, refused: str | None):
