@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Conformance check: churnwatch against the independent App Store server, night after night.
 
-    check.py --churnwatch PATH --database-url URL [--nights 8] [--keep DIR] [--verbose]
+    check.py --churnwatch PATH --database-url URL [--nights 8] [--keep DIR] [--verbose] [--apps N [--refuse-app K]]
 
 Starts the independent server (server.py, in this process: one port for Production, one for
 Sandbox), writes churnwatch's configuration (docs/architecture.md §4 variables only), runs `churnwatch
@@ -28,7 +28,11 @@ CSV output) with the server's ground truth and the docs/contracts.md contracts:
     with CHURNWATCH_REFUND_DECLINE_AFTER=0.5; every request whose customer consented is answered
     exactly once (202 in the server's record) before its deadline with the body of the contract's
     policy, nothing is sent for the others; churnwatch.refund_requests (state, policy branch,
-    body, Apple's decision) and `churnwatch refunds --json` agree with the server's truth.
+    body, Apple's decision) and `churnwatch refunds --json` agree with the server's truth;
+  * --apps N (default 1): N apps of one team on the same servers in one database, apps 2..N
+    registered with `churnwatch apps add` and imported with `churnwatch import --app`; the checks
+    above read the first app's rows (bundle_id), second_app.py checks the others' and one finished
+    run per app and night; --refuse-app K: app K refused (401) on one night, exit 75, the rest done.
 
 Prints one line per mismatch and closes with "N passed, N failed"; exits 1 on any mismatch.
 Exit 2: could not run at all (server, psql or churnwatch unusable).
@@ -72,6 +76,8 @@ RUN_WINDOWS = ["--stale-after", "20h"]
 # "Planning with the change feed"), the safety net polls where it is silent and should not be.
 FEED_ONLY_NIGHTS = 2
 ZERO_WINDOWS = ["--start-window", "0s", "--end-window", "0s", "--lapsed-window", "0s"]
+# The reasons the change feed plans by (docs/contracts.md "Planning with the change feed").
+FEED_REASONS = {"new", "failed", "stale", "billing_no_news", "period_end_unnotified"}
 WINBACK_HORIZON = 60 * DAY   # docs/contracts.md: win-back / resubscribe prompts for 60 days after expiry
 RETRY_LIMIT = 60 * DAY       # Apple retries at most 60 days
 REFUND_DECLINE_AFTER = 0.5   # CHURNWATCH_REFUND_DECLINE_AFTER: DECLINE a delivered purchase from half its period on
@@ -104,8 +110,8 @@ def iso(ms: int) -> str:
 # The scripted world
 # --------------------------------------------------------------------------------------------
 class Script:
-    def __init__(self):
-        self.world = srv.World(BUNDLE_ID, APP_APPLE_ID)
+    def __init__(self, bundle_id: str = BUNDLE_ID, app_apple_id: int = APP_APPLE_ID, seed: int = 7):
+        self.world = srv.World(bundle_id, app_apple_id, seed)
         self.actions: list[tuple[int, str, str, dict]] = []  # (at_ms, otid, action, kwargs)
         self.rows: list[dict] = []  # import CSV rows
         self.names: dict[str, str] = {}  # otid -> scenario name
@@ -532,11 +538,19 @@ def expected_campaign(t: dict | None, segment: str, now: int) -> str | None:
 # --------------------------------------------------------------------------------------------
 # Running things
 # --------------------------------------------------------------------------------------------
+def bundle_filter(bundle_id: str | None, conj: str = "WHERE") -> str:
+    """` WHERE bundle_id = '...'` (or ` AND ...`) for one app's rows; empty for None."""
+    return f" {conj} bundle_id = '{bundle_id}'" if bundle_id else ""
+
+
 class Checker:
     def __init__(self, args):
         self.args = args
         self.passed = 0
         self.failed = 0
+        # With --apps N > 1 the contract tables hold every app's rows (a bundle_id column): the
+        # first app's checks read its rows alone. None: one app, the queries are as they were.
+        self.app1_bundle: str | None = None
         self.repo = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
     def check(self, ok: bool, subject: str, night, expected, got):
@@ -545,6 +559,20 @@ class Checker:
         else:
             self.failed += 1
             print(f"MISMATCH {subject} night {night}: expected {expected}, got {got}", flush=True)
+
+    def last_words(self, r: subprocess.CompletedProcess) -> list[str] | str:
+        """What a failed command said last: its last line; with several apps, each app's line
+        (churnwatch says one per app that did not finish, then a summary)."""
+        if not r.stderr.strip():
+            return ""
+        lines = r.stderr.strip().splitlines()
+        if self.app1_bundle is None:
+            return lines[-1:]
+        return [line for line in lines if line.startswith("churnwatch: ")][-6:] or lines[-1:]
+
+    def only_app1(self, conj: str = "WHERE") -> str:
+        """The condition that keeps the first app's rows of a contract table (with --apps 1, nothing)."""
+        return bundle_filter(self.app1_bundle, conj)
 
     def psql(self, sql: str) -> list[dict]:
         return self.psql_url(self.args.database_url, sql)
@@ -572,6 +600,12 @@ def main(argv: list[str]) -> int:
                     help="run with churnwatch's default windows only (changes outside them are, by design, seen later)")
     ap.add_argument("--first-night", help="night 0's moment, ISO 8601 (default 2026-12-01T02:00:00Z): every "
                     "simulated moment moves with it; churnwatch's answers must not depend on the machine's clock")
+    ap.add_argument("--apps", type=int, default=1,
+                    help="apps in the one database (default 1): app k >= 2 is second_app.py's, registered with "
+                    "`churnwatch apps add` and imported with `churnwatch import --app`")
+    ap.add_argument("--refuse-app", type=int, metavar="K",
+                    help="on one night the server answers 401 to every request of app K (2..--apps): "
+                    "churnwatch exits 75, the other apps' runs done; app K resumes the next night")
     args = ap.parse_args(argv)
     global RUN_WINDOWS, T0
     if args.first_night:
@@ -580,6 +614,10 @@ def main(argv: list[str]) -> int:
         RUN_WINDOWS = []
     if args.nights < 6:
         ap.error("--nights must be at least 6")
+    if args.apps < 1:
+        ap.error("--apps must be at least 1")
+    if args.refuse_app is not None and not 2 <= args.refuse_app <= args.apps:
+        ap.error(f"--refuse-app takes an app 2..--apps ({args.apps}): the first app's checks need its nights")
     workdir = args.keep or tempfile.mkdtemp(prefix="indie-appstore-")
     os.makedirs(workdir, exist_ok=True)
     server_log = open(os.path.join(workdir, "server.log"), "a", encoding="utf-8")
@@ -589,11 +627,18 @@ def main(argv: list[str]) -> int:
         server_log.flush()
 
     world, script = build_world(feed_night=args.nights)
-    envs = srv.Environments(workdir, world, log=log)
+    others = []
+    if args.apps > 1:
+        import second_app
+        second_app.bind(sys.modules[__name__])
+        others = [second_app.SecondApp(k, feed_night=args.nights) for k in range(2, args.apps + 1)]
+    envs = srv.Environments(workdir, world, log=log, others=[o.world for o in others])
     ck = Checker(args)
+    if others:
+        ck.app1_bundle = BUNDLE_ID
     status = 2
     try:
-        status = run_nights(ck, args, workdir, world, script, envs)
+        status = run_nights(ck, args, workdir, world, script, envs, others)
         return status
     except Exception as e:  # noqa: BLE001
         print(f"ERROR: {e}", flush=True)
@@ -605,6 +650,8 @@ def main(argv: list[str]) -> int:
             if server.rejections:
                 print(f"note: {server.environment} server rejected {len(server.rejections)} request JWTs, "
                       f"first: {server.rejections[0]}")
+            for bid, n in server.refusals.items():
+                print(f"note: {server.environment} server refused {n} requests of {bid} (--refuse-app)")
         server_log.close()
         if not args.keep:
             if status == 0:
@@ -614,7 +661,8 @@ def main(argv: list[str]) -> int:
                 print(f"logs kept in {workdir} (server.log, churnwatch.log)")
 
 
-def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script, envs: srv.Environments) -> int:
+def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script, envs: srv.Environments,
+               others: list = ()) -> int:
     env = envs.env()
     env["DATABASE_URL"] = args.database_url
     # churnwatch's limiter at Apple's production rates; the server enforces the same (sandbox 10 %).
@@ -645,6 +693,14 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
         ck.check(r.returncode == 0, f"churnwatch {cmd[0]}", "-", "exit 0", f"exit {r.returncode}: {r.stderr.strip()[-500:]}")
         if r.returncode != 0:
             raise RuntimeError(f"churnwatch {cmd[0]} failed")
+        if cmd == ["migrate"]:
+            for o in others:  # `churnwatch apps add`: the further apps, before any import
+                o.register(ck, env)
+    for o in others:  # `churnwatch import --app`
+        o.import_subscribers(ck, env, workdir)
+    if others:
+        import second_app
+        second_app.check_apps_table(ck, BUNDLE_ID, APP_APPLE_ID, others, "-")
 
     names = script.names
     otids = [row["original_transaction_id"] for row in script.rows]
@@ -684,6 +740,8 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
                 world.act(otid, action, at, **kw)
             world.advance(tick + SERVER_LEAD)
             mark_forged(tick + SERVER_LEAD)
+            for o in others:
+                o.advance_to(tick + SERVER_LEAD)
             consents.write_until(tick)
             saved = (envs.production.faults, envs.production.force_429)
             injected = script.cron_faults.get(tick, {})
@@ -695,7 +753,7 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
             invocations.append(tick)
             run_log.write(f"=== cron notifications sync {iso(tick)} exit {r.returncode}\n{r.stdout}\n{r.stderr}\n")
             ck.check(r.returncode == 0, f"churnwatch notifications sync {iso(tick)}", k, "exit 0",
-                     f"exit {r.returncode}: {r.stderr.strip().splitlines()[-1:] if r.stderr.strip() else ''}")
+                     f"exit {r.returncode}: {ck.last_words(r)}")
         while actions and actions[0][0] <= now:
             at, otid, action, kw = actions.pop(0)
             world.act(otid, action, at, **kw)
@@ -748,21 +806,35 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
         # One 429 (Retry-After in epoch ms) on the first status call of every second night.
         if k % 2 == 1:
             envs.production.force_429.add("status")
+        # The further apps: their world at tonight's moment; the one --refuse-app names refused tonight.
+        refused = next((o for o in others if o.k == args.refuse_app and k == o.refuse_night), None)
+        for o in others:
+            o.before_run(k, now, feed_only)
+        refused_before = refused.snapshot(ck) if refused else None  # what of the refused app must not change tonight
+        runs_before = int(ck.psql("SELECT coalesce(max(id), 0) AS n FROM churnwatch.runs")[0]["n"]) if others else 0
+        if refused:
+            envs.refuse({refused.bundle_id})
 
         envs.production.log(f"=== night {k} {iso(now)}")
         consents.write_until(now)
         r = ck.churnwatch(["run", "--as-of", iso(now), "--log-format", "json"] + windows, env)
+        envs.refuse(())
         invocations.append(now)
         run_log.write(f"=== night {k} {iso(now)} {' '.join(windows)} exit {r.returncode}\n{r.stdout}\n{r.stderr}\n")
         run_log.flush()
         for o in forged:
             q = ck.psql(f"SELECT count(*) AS n FROM churnwatch.quarantine WHERE original_transaction_id = '{o}'")
             ck.check(int(q[0]["n"]) > 0, f"{names[o]} ({o}) forged answer quarantined", k, "quarantined", "not quarantined")
-        ck.check(r.returncode == 0, "churnwatch run", k, "exit 0",
-                 f"exit {r.returncode}: {r.stderr.strip().splitlines()[-1:] if r.stderr.strip() else ''}")
+        # An app refused tonight stops its run alone: churnwatch exits 75 (partial), the rest is done.
+        want_exit = 75 if refused else 0
+        ck.check(r.returncode == want_exit, "churnwatch run", k, f"exit {want_exit}" + (f" ({refused.bundle_id} refused)" if refused else ""),
+                 f"exit {r.returncode}: {ck.last_words(r)}")
+        if refused:
+            print(f"night {k}: {refused.bundle_id} refused (401): churnwatch exit {r.returncode}, last line: "
+                  f"{(r.stderr.strip().splitlines() or [''])[-1][:300]}", flush=True)
         if args.verbose:
             print(f"--- night {k} {iso(now)}\n{r.stdout.strip()}", flush=True)
-        runs = ck.psql("SELECT id, status, finished_at, as_of, failed, counts FROM churnwatch.runs ORDER BY id DESC LIMIT 1")
+        runs = ck.psql(f"SELECT id, status, finished_at, as_of, failed, counts FROM churnwatch.runs{ck.only_app1()} ORDER BY id DESC LIMIT 1")
         run = runs[0] if runs else {}
         ck.check(bool(run) and run.get("status") == "done" and bool(run.get("finished_at")), "churnwatch.runs", k,
                  "a finished run with status done", run or "no run row")
@@ -783,12 +855,12 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
             print(f"night {k} (windows select nothing by date): due by reason {due}", flush=True)
             # Planned by the feed: polled only where it is silent and should not be (docs/contracts.md).
             reasons = ck.psql(f"SELECT DISTINCT reason FROM churnwatch.run_items WHERE run_id = {int(run.get('id', 0))}")
-            other = sorted({r_["reason"] for r_ in reasons} - {"new", "failed", "stale", "billing_no_news", "period_end_unnotified"})
+            other = sorted({r_["reason"] for r_ in reasons} - FEED_REASONS)
             ck.check(not other, "planned by the change feed", k, "no date-window reasons", other)
 
         # Segments
         got_seg = {r_["original_transaction_id"]: r_["segment"]
-                   for r_ in ck.psql("SELECT original_transaction_id, segment FROM churnwatch.subscription_segments")}
+                   for r_ in ck.psql(f"SELECT original_transaction_id, segment FROM churnwatch.subscription_segments{ck.only_app1()}")}
         expected_seg = {o: expected_segment(truth.get(o), now) for o in otids}
         for o in otids:
             real = expected_segment(real_truth.get(o), now)
@@ -805,7 +877,8 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
         # for the feed's): a flip between two consecutive observations churnwatch made of an
         # active subscription (its last one, tonight's notifications, tonight's poll); none on
         # the first night, none at all on the first night (the first sync establishes quietly).
-        events = ck.psql(f"SELECT original_transaction_id, event, run_id FROM churnwatch.churn_events WHERE id > {events_before}")
+        events = ck.psql(f"SELECT original_transaction_id, event, run_id FROM churnwatch.churn_events WHERE id > {events_before}"
+                         + ck.only_app1("AND"))
         if k == 0:
             ck.check(not events, "first night (feed and polls)", k, "no events",
                      f"{len(events)} events: " + ", ".join(f"{names.get(e['original_transaction_id'], e['original_transaction_id'])}:{e['event']}" for e in events[:8]))
@@ -827,7 +900,8 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
         # The app's identifiers are carried into the segments table unchanged
         if k == 0:
             ident = {r_["original_transaction_id"]: r_ for r_ in ck.psql(
-                "SELECT original_transaction_id, app_account_token, customer_ref FROM churnwatch.subscription_segments")}
+                "SELECT original_transaction_id, app_account_token, customer_ref FROM churnwatch.subscription_segments"
+                + ck.only_app1())}
             for row in script.rows:
                 got = ident.get(row["original_transaction_id"], {})
                 ck.check((got.get("app_account_token", ""), got.get("customer_ref")) == (row["app_account_token"], row["customer_ref"]),
@@ -836,7 +910,7 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
 
         # Live win-back entries
         live = ck.psql("SELECT original_transaction_id, campaign, status FROM churnwatch.winback_queue "
-                       "WHERE status IN ('pending', 'claimed') ORDER BY id")
+                       "WHERE status IN ('pending', 'claimed')" + ck.only_app1("AND") + " ORDER BY id")
         for o in otids:
             c = expected_campaign(truth.get(o), expected_seg[o], now)
             got = [e["campaign"] for e in live if e["original_transaction_id"] == o]
@@ -854,9 +928,16 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
                      "period_end_unnotified, done", item[0] if item else "not planned")
         previous_truth = truth
         known = {o: t for o, t in truth.items() if t is not None}
+        # The further apps' nights (second_app.py): the apps, runs per app, segments, flips, win-back.
+        if others:
+            second_app.check_apps_table(ck, BUNDLE_ID, APP_APPLE_ID, others, k)
+            second_app.check_night_runs(ck, [BUNDLE_ID] + [o.bundle_id for o in others], k, now, runs_before,
+                                        refused.bundle_id if refused else None)
+        for o in others:
+            o.after_run(ck, k, now, feed_only, refused_before if refused is o else None, runs_before)
 
         if k == 3:
-            # The same night again (an operator re-runs it): exit 0, nothing new.
+            # The same night again (an operator re-runs it): exit 0, nothing new (every app's rows).
             before = ck.psql("SELECT count(*) AS n FROM churnwatch.churn_events")[0]["n"]
             live_before = ck.psql("SELECT count(*) AS n FROM churnwatch.winback_queue WHERE status IN ('pending','claimed')")[0]["n"]
             notes_before = ck.psql("SELECT count(*) AS n FROM churnwatch.notifications")[0]["n"]
@@ -872,7 +953,10 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
                      f"{after} events, {live_after} live entries, {notes_after} notifications")
 
     last = args.nights + FEED_ONLY_NIGHTS - 1
-    check_feed_table(ck, args.database_url, world, script, "Production", night_ms(0) - 179 * DAY, night_ms(last), "change feed")
+    check_feed_table(ck, args.database_url, world, script, "Production", night_ms(0) - 179 * DAY, night_ms(last), "change feed",
+                     bundle_id=ck.app1_bundle)
+    for o in others:
+        o.finish(ck, args.database_url, world, last)
     check_refunds(ck, args, world, script, consents, invocations, night_ms(last))
     answers = len(world.consumption_puts)
     sandbox_app(ck, args, workdir, world, script, envs, first_night=last + 1)
@@ -883,6 +967,9 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
 
     calls = {env_.environment: dict(env_.calls) for env_ in (envs.production, envs.sandbox)}
     print(f"server calls: {calls}", flush=True)
+    for o in others:
+        print(f"server calls of {o.bundle_id}: "
+              f"{ {env_.environment: dict(env_.app_calls[o.bundle_id]) for env_ in (envs.production, envs.sandbox)} }", flush=True)
     print(f"{ck.passed} passed, {ck.failed} failed", flush=True)
     return 0 if ck.failed == 0 else 1
 
@@ -1005,7 +1092,7 @@ def check_refunds(ck: Checker, args, world: srv.World, script: Script, consents:
                              (extract(epoch FROM deadline) * 1000)::bigint AS deadline_ms, state, policy_branch,
                              sent::text AS sent, (extract(epoch FROM answered_at) * 1000)::bigint AS answered_ms, decision,
                              last_error
-                      FROM churnwatch.refund_requests""")
+                      FROM churnwatch.refund_requests""" + ck.only_app1())
     by_uuid = {r_["notification_uuid"]: r_ for r_ in rows}
     stranger = [r_ for u, r_ in by_uuid.items() if u not in expected]
     ck.check(not stranger, "churnwatch.refund_requests: rows for requests the server filed", "-", "only those",
@@ -1032,7 +1119,9 @@ def check_refunds(ck: Checker, args, world: srv.World, script: Script, consents:
 
     # churnwatch refunds --json: the counts over every request.
     since = night_ms(0) - DAY
-    r = ck.churnwatch(["refunds", "--json", "--since", iso(since), "--as-of", iso(until_ms)],
+    # With several apps, the first app's requests (--app); one app: the command as it always was.
+    r = ck.churnwatch(["refunds", "--json", "--since", iso(since), "--as-of", iso(until_ms)]
+                      + (["--app", ck.app1_bundle] if ck.app1_bundle else []),
                       dict(os.environ, DATABASE_URL=args.database_url))
     try:
         got = json.loads(r.stdout.splitlines()[0])
@@ -1092,22 +1181,23 @@ def sandbox_app(ck: Checker, args, workdir: str, world: srv.World, script: Scrip
             truth = world.truth()["subscriptions"]
             r = ck.churnwatch(["run", "--as-of", iso(now), "--log-format", "json"] + RUN_WINDOWS, env)
             ck.check(r.returncode == 0, "sandbox app: churnwatch run", k, "exit 0", f"exit {r.returncode}")
-            check_segments(ck, url, script, sandbox_rows, {o: expected_segment(t, now) for o, t in truth.items()}, k, "sandbox app")
+            check_segments(ck, url, script, sandbox_rows, {o: expected_segment(t, now) for o, t in truth.items()}, k, "sandbox app",
+                           bundle_id=ck.app1_bundle)
         # Its feed: the sandbox server's own notifications (Sandbox keeps 30 days).
         check_feed_table(ck, url, world, script, "Sandbox", night_ms(first_night) - 29 * DAY, night_ms(first_night + 1),
-                         "sandbox app: change feed")
+                         "sandbox app: change feed", bundle_id=ck.app1_bundle)
     finally:
         ck.psql(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
 
 
 def check_feed_table(ck: Checker, url: str, world: srv.World, script: Script, environment: str, since_ms: int,
-                     until_ms: int, phase: str):
+                     until_ms: int, phase: str, bundle_id: str | None = None):
     """churnwatch.notifications against the notifications the server filed for `environment`:
     every one signed in [since_ms, until_ms) is there once (by notification_uuid), with its type,
     subtype and subscription, read from Apple's history; none quarantined but the deliberate
     forgeries; one-time purchases ignored; nothing the server never issued."""
     rows = ck.psql_url(url, "SELECT notification_uuid, notification_type, subtype, original_transaction_id, environment, "
-                            "source, outcome, reason FROM churnwatch.notifications")
+                            "source, outcome, reason FROM churnwatch.notifications" + bundle_filter(bundle_id))
     by_uuid: dict[str, list[dict]] = {}
     for r_ in rows:
         if r_["notification_uuid"]:
@@ -1177,10 +1267,11 @@ def migrate_and_import(ck: Checker, env: dict, path: str, rows: list[dict], phas
         ck.check(r.returncode == 0, f"{phase}: churnwatch {cmd[0]}", "-", "exit 0", f"exit {r.returncode}")
 
 
-def check_segments(ck: Checker, url: str, script: Script, rows: list[dict], expected: dict[str, str], night, phase: str):
+def check_segments(ck: Checker, url: str, script: Script, rows: list[dict], expected: dict[str, str], night, phase: str,
+                   bundle_id: str | None = None):
     """Each row's segment in the database at `url` against `expected` (by original transaction id)."""
     got = {r_["original_transaction_id"]: r_["segment"] for r_ in ck.psql_url(
-        url, "SELECT original_transaction_id, segment FROM churnwatch.subscription_segments")}
+        url, "SELECT original_transaction_id, segment FROM churnwatch.subscription_segments" + bundle_filter(bundle_id))}
     for row in rows:
         o = row["original_transaction_id"]
         ck.check(got.get(o) == expected[o], f"{phase}: {script.names[o]} ({o}) segment", night, expected[o], got.get(o))
@@ -1214,7 +1305,8 @@ def https_app(ck: Checker, args, workdir: str, world: srv.World, script: Script,
         ck.check("untrusted server" in last and "APPSTORE_TLS_ROOT_CERTS" in last,
                  "https app, CA not trusted: last line", night, "untrusted server ... APPSTORE_TLS_ROOT_CERTS", last[:300])
         ck.check(server.requests == 0, "https app, CA not trusted: requests that reached the server", night, 0, server.requests)
-        polled = int(ck.psql_url(url, "SELECT count(*) AS n FROM churnwatch.subscription_segments")[0]["n"])
+        polled = int(ck.psql_url(url, "SELECT count(*) AS n FROM churnwatch.subscription_segments"
+                                 + ck.only_app1())[0]["n"])
         ck.check(polled == 0, "https app, CA not trusted: subscriptions with a segment", night, 0, polled)
 
         env["APPSTORE_TLS_ROOT_CERTS"] = tls.ca_path
@@ -1224,7 +1316,7 @@ def https_app(ck: Checker, args, workdir: str, world: srv.World, script: Script,
         # Subscriptions registered with an id and a receipt are polled through the Server API
         # from their first poll (issue 19), which names the expiration intent even when the
         # receipt's pending_renewal_info lost it: no exception for them any more.
-        check_segments(ck, url, script, rows, expected, night, "https app")
+        check_segments(ck, url, script, rows, expected, night, "https app", bundle_id=ck.app1_bundle)
     finally:
         server.stop()
         ck.psql(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')

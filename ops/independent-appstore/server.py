@@ -174,8 +174,27 @@ class APIKey:
             f.write(pem.rstrip(b"\n"))  # downloaded .p8 files end without a newline
         self.public_key = self.private_key.public_key()
 
-    def check(self, authorization: str | None) -> str | None:
+    def check(self, authorization: str | None, bundle_ids=None) -> str | None:
         """None when the bearer token is acceptable, else why not (for the log)."""
+        return self.verify(authorization, bundle_ids)[0]
+
+    @staticmethod
+    def claimed_bid(authorization: str | None) -> str | None:
+        """The token's `bid` claim, unverified (None if there is none to read)."""
+        try:
+            claims = json.loads(b64url_decode(authorization[len("Bearer "):].strip().split(".")[1]))
+            return claims.get("bid") if isinstance(claims.get("bid"), str) else None
+        except Exception:  # noqa: BLE001
+            return None
+
+    def verify(self, authorization: str | None, bundle_ids=None) -> tuple[str | None, str | None]:
+        """(None, bid) when the bearer token is acceptable, else (why not, None). One team key
+        signs the requests for every app of the team: `bid` must be one of `bundle_ids` (the
+        apps the server serves; default: the key's own bundle id) and picks the app."""
+        why = self._verify(authorization, bundle_ids if bundle_ids is not None else [self.bundle_id])
+        return (why, None) if why is not None else (None, self.claimed_bid(authorization))
+
+    def _verify(self, authorization: str | None, bundle_ids) -> str | None:
         if not authorization or not authorization.startswith("Bearer "):
             return "no bearer token"
         parts = authorization[len("Bearer "):].strip().split(".")
@@ -203,7 +222,7 @@ class APIKey:
         aud = claims.get("aud")
         if aud != "appstoreconnect-v1" and not (isinstance(aud, list) and aud == ["appstoreconnect-v1"]):
             return f"aud {aud!r}"
-        if claims.get("bid") != self.bundle_id:
+        if not isinstance(claims.get("bid"), str) or claims.get("bid") not in bundle_ids:
             return f"bid {claims.get('bid')!r}"
         now = time.time()  # request tokens live in real time, not simulated time
         exp, iat = claims.get("exp"), claims.get("iat")
@@ -228,6 +247,9 @@ PRODUCTS = {
     "com.indie.premium.yearly": ("20010001", 365 * DAY_MS, 79990),
     "com.indie.basic.monthly": ("20010001", 30 * DAY_MS, 4990),
     "com.indie.pro.monthly": ("20020002", 30 * DAY_MS, 14990),
+    # The second app's (and any further app's) own products, in a group of their own.
+    "com.indie.notes.monthly": ("20030003", 30 * DAY_MS, 2990),
+    "com.indie.notes.yearly": ("20030003", 365 * DAY_MS, 24990),
 }
 
 
@@ -830,17 +852,33 @@ class RateWindow:
 
 
 class AppStoreServer:
-    """One environment (Production or Sandbox) on its own port."""
+    """One environment (Production or Sandbox) on its own port, serving one or more apps of one
+    team: `world` is the first app's; `apps` (default: that one alone) every app's world, each
+    with its own bundle id and app Apple id. The request JWT's `bid` picks the app (a bid the
+    server does not serve is 401); one team key signs for all of them. Per app: the rate
+    buckets, the notification history, the transaction ids (another app's id is 4040010)."""
 
     def __init__(self, world: World, key: APIKey, pki: PKI, environment: str, port: int = 0, log=None, prefix: str = "",
-                 tls: TLSIdentity | None = None):
+                 tls: TLSIdentity | None = None, apps: list[World] | None = None):
         self.world, self.key, self.pki, self.environment = world, key, pki, environment
+        self.apps: dict[str, World] = {world.bundle_id: world}
+        for w in apps or []:
+            self.apps.setdefault(w.bundle_id, w)
         self.prefix = prefix  # served below a path, as behind a gateway: {base}/inApps/...
         factor = 1.0 if environment == "Production" else 0.1
-        self.rates = {k: RateWindow(v * factor) for k, v in ENDPOINT_RATE.items()}
+        # Apple's limits are per app and per endpoint: one set of buckets per app.
+        self.app_rates = {b: {k: RateWindow(v * factor) for k, v in ENDPOINT_RATE.items()} for b in self.apps}
+        self.rates = self.app_rates[world.bundle_id]
         self.log = log or (lambda line: None)
         self.calls: dict[str, int] = {}
+        # Calls of the other apps, by bundle id (the first app's stay in `calls`).
+        self.app_calls: dict[str, dict[str, int]] = {b: {} for b in self.apps if b != world.bundle_id}
         self.rejections: list[str] = []
+        # Bundle ids whose every request is answered 401 for now (an app whose key Apple
+        # refuses), and how many requests were refused so, by bundle id.
+        self.refused: set[str] = set()
+        self.refusals: dict[str, int] = {}
+        # The faults below are the first app's: the other apps' calls never meet them.
         self.force_429: set[str] = set()  # endpoints whose next call gets a 429 regardless of rate
         # endpoint -> error codes the next calls get, in order (transient, retryable failures);
         # "endpoint:id" targets the calls for one id.
@@ -950,7 +988,7 @@ class AppStoreServer:
                 k, _, v = part.partition("=")
                 query.setdefault(urllib.parse.unquote(k), []).append(urllib.parse.unquote(v))
             if path.startswith("/_indie/"):
-                return self.control(h, method, path)
+                return self.control(h, method, path, query)
             if method == "POST" and path == "/verifyReceipt":  # legacy: no JWT, the shared secret instead
                 self.log(f"[{self.environment}] POST /verifyReceipt")
                 self.calls["receipt"] = self.calls.get("receipt", 0) + 1
@@ -962,28 +1000,30 @@ class AppStoreServer:
                     if 21100 <= code <= 21199:
                         body["is_retryable"] = True  # the current doc page's spelling
                     return self.send(h, 200, body)
-                with self.world.lock:
-                    return self.verify_receipt(h, raw_body)
+                return self.verify_receipt(h, raw_body)
             self.log(f"[{self.environment}] {method} {h.path}")
             segs = path.split("/")
             if len(segs) == 6 and segs[1:5] == ["inApps", "v2", "transactions", "consumption"]:
                 return self.consumption_received(h, method, urllib.parse.unquote(segs[5]), raw_body)
-            why = self.key.check(h.headers.get("Authorization"))
+            why, bid = self.key.verify(h.headers.get("Authorization"), self.apps)
             if why is not None:
                 self.rejections.append(f"{method} {path}: {why}")
                 self.log(f"[{self.environment}] 401 {method} {path}: {why}")
                 return self.send(h, 401, None)
+            w = self.apps[bid]  # the app the token names
+            if bid in self.refused:
+                return self.refuse(h, bid, f"{method} {path}")
             # /inApps/v1/subscriptions/{id}
             if method == "GET" and len(segs) == 5 and segs[1:4] == ["inApps", "v1", "subscriptions"]:
-                return self.limited(h, "status", lambda: self.statuses(h, urllib.parse.unquote(segs[4]), query),
-                                    urllib.parse.unquote(segs[4]))
+                return self.limited(h, "status", lambda: self.statuses(h, w, urllib.parse.unquote(segs[4]), query),
+                                    urllib.parse.unquote(segs[4]), w)
             if method == "GET" and len(segs) == 5 and segs[1:4] == ["inApps", "v2", "history"]:
-                return self.limited(h, "history", lambda: self.history(h, urllib.parse.unquote(segs[4]), query),
-                                    urllib.parse.unquote(segs[4]))
+                return self.limited(h, "history", lambda: self.history(h, w, urllib.parse.unquote(segs[4]), query),
+                                    urllib.parse.unquote(segs[4]), w)
             if method == "GET" and len(segs) == 5 and segs[1:4] == ["inApps", "v1", "transactions"]:
-                return self.limited(h, "transaction", lambda: self.transaction(h, urllib.parse.unquote(segs[4])))
+                return self.limited(h, "transaction", lambda: self.transaction(h, w, urllib.parse.unquote(segs[4])), "", w)
             if method == "POST" and path == "/inApps/v1/notifications/history":
-                return self.limited(h, "notification", lambda: self.notification_history(h, raw_body, query))
+                return self.limited(h, "notification", lambda: self.notification_history(h, w, raw_body, query), "", w)
             self.log(f"[{self.environment}] 404 {method} {h.path}")
             return self.send(h, 404, {"errorCode": 4040000, "errorMessage": "Not found."})
         except (BrokenPipeError, ConnectionResetError):
@@ -995,45 +1035,61 @@ class AppStoreServer:
             except Exception:  # noqa: BLE001
                 pass
 
-    def limited(self, h, endpoint: str, answer, target: str = ""):
-        self.calls[endpoint] = self.calls.get(endpoint, 0) + 1
-        queued = self.faults.get(f"{endpoint}:{target}") or self.faults.get(endpoint)
+    def refuse(self, h, bid: str, what: str):
+        """401 for a request of an app the server refuses for now (its key rejected)."""
+        self.refusals[bid] = self.refusals.get(bid, 0) + 1
+        self.log(f"[{self.environment}] 401 {what}: app {bid} refused")
+        return self.send(h, 401, None)
+
+    def calls_of(self, w: World) -> dict[str, int]:
+        return self.calls if w is self.world else self.app_calls[w.bundle_id]
+
+    def limited(self, h, endpoint: str, answer, target: str = "", w: World | None = None):
+        w = w or self.world
+        calls = self.calls_of(w)
+        calls[endpoint] = calls.get(endpoint, 0) + 1
+        first = w is self.world  # the injected faults are the first app's
+        queued = (self.faults.get(f"{endpoint}:{target}") or self.faults.get(endpoint)) if first else None
         if queued:
             code = queued.pop(0)
-            self.calls[f"{endpoint}_{code}"] = self.calls.get(f"{endpoint}_{code}", 0) + 1
+            calls[f"{endpoint}_{code}"] = calls.get(f"{endpoint}_{code}", 0) + 1
             return self.error(h, code)
         retry_at = None
-        if endpoint in self.force_429:
+        if first and endpoint in self.force_429:
             self.force_429.discard(endpoint)
             retry_at = time.time() + 1.2
         else:
-            retry_at = self.rates[endpoint].admit()
+            retry_at = self.app_rates[w.bundle_id][endpoint].admit()
         if retry_at is not None:
-            self.calls[endpoint + "_429"] = self.calls.get(endpoint + "_429", 0) + 1
+            calls[endpoint + "_429"] = calls.get(endpoint + "_429", 0) + 1
             return self.error(h, 4290000, {"Retry-After": str(int(retry_at * 1000))})
-        with self.world.lock:
+        with w.lock:
             return answer()
 
     # ---- Send Consumption Information (fact sheet "Refund requests") ----
     def consumption_received(self, h, method: str, tid: str, raw: bytes):
-        """Every request to the consumption path is recorded for the truth (the server's clock,
-        the transaction id, the body as parsed, what it was answered), then answered."""
-        with self.world.lock:
-            record = {"at": self.world.now_ms, "environment": self.environment, "method": method, "transactionId": tid}
+        """Every request to the consumption path is recorded for the truth of the app its token
+        names (the first app's when it names none the server serves): the server's clock, the
+        transaction id, the body as parsed, what it was answered; then answered."""
+        w = self.apps.get(APIKey.claimed_bid(h.headers.get("Authorization")) or "", self.world)
+        with w.lock:
+            record = {"at": w.now_ms, "environment": self.environment, "method": method, "transactionId": tid}
             try:
                 record["body"] = json.loads(raw.decode("utf-8")) if raw else None
             except Exception:  # noqa: BLE001
                 record["body"] = raw.decode("utf-8", "replace")
-            self.world.consumption_puts.append(record)
+            w.consumption_puts.append(record)
         try:
             if method != "PUT":
                 return self.send(h, 404, {"errorCode": 4040000, "errorMessage": "Not found."})
-            why = self.key.check(h.headers.get("Authorization"))
+            why, bid = self.key.verify(h.headers.get("Authorization"), self.apps)
             if why is not None:
                 self.rejections.append(f"PUT consumption: {why}")
                 self.log(f"[{self.environment}] 401 PUT consumption: {why}")
                 return self.send(h, 401, None)
-            return self.limited(h, "consumption", lambda: self.consumption(h, tid, raw), tid)
+            if bid in self.refused:
+                return self.refuse(h, bid, "PUT consumption")
+            return self.limited(h, "consumption", lambda: self.consumption(h, w, tid, raw), tid, w)
         finally:
             status, body = getattr(h, "indie_answer", (None, None))
             record["status"] = status
@@ -1041,9 +1097,9 @@ class AppStoreServer:
             self.log(f"[{self.environment}] consumption {tid} {json.dumps(record.get('body'), sort_keys=True)}: {status}"
                      f"{' ' + str(record['errorCode']) if record['errorCode'] else ''}")
 
-    def consumption(self, h, tid: str, raw: bytes):
+    def consumption(self, h, w: World, tid: str, raw: bytes):
         """Apple's checks of a ConsumptionRequest body, then 202 Accepted with no body."""
-        if self.lookup(h, tid) is None:
+        if self.lookup(h, w, tid) is None:
             return  # 4000006 or 4040010 sent
         try:
             body = json.loads(raw.decode("utf-8")) if raw else None
@@ -1070,21 +1126,23 @@ class AppStoreServer:
             return self.error(h, 4000000)
         self.send(h, 202, None)
 
-    def lookup(self, h, any_id: str) -> Subscription | None:
+    def lookup(self, h, w: World, any_id: str) -> Subscription | None:
+        """The subscription of a transaction id of app `w` (another app's id is 4040010, as an
+        id Apple does not know)."""
         if not any_id.isdigit() or len(any_id) > 20:
             self.error(h, 4000006)
             return None
-        sub = self.world.txn_index.get(any_id)
+        sub = w.txn_index.get(any_id)
         if sub is None or sub.environment != self.environment:
             self.error(h, 4040010)
             return None
         return sub
 
-    def customer_subs(self, sub: Subscription) -> list[Subscription]:
-        return [s for s in self.world.subs.values() if s.customer == sub.customer and s.environment == self.environment]
+    def customer_subs(self, w: World, sub: Subscription) -> list[Subscription]:
+        return [s for s in w.subs.values() if s.customer == sub.customer and s.environment == self.environment]
 
-    def statuses(self, h, any_id: str, query: dict):
-        sub = self.lookup(h, any_id)
+    def statuses(self, h, w: World, any_id: str, query: dict):
+        sub = self.lookup(h, w, any_id)
         if sub is None:
             return
         if any_id in self.replay and (any_id, self.replay[any_id]) in self.recorded:
@@ -1095,28 +1153,28 @@ class AppStoreServer:
             if v not in {"1", "2", "3", "4", "5"}:
                 return self.error(h, 4000031)
             wanted.add(int(v))
-        now = self.world.now_ms
+        now = w.now_ms
         groups: dict[str, list] = {}
         # The customer's other subscriptions come first: a client must pick its own by
         # originalTransactionId, not by position.
-        for s in sorted(self.customer_subs(sub), key=lambda s: s.otid == sub.otid):
+        for s in sorted(self.customer_subs(w, sub), key=lambda s: s.otid == sub.otid):
             st = s.status(now)
             if wanted and st not in wanted:
                 continue
             pki = self.rogue if s.otid in self.forged and self.rogue else self.pki
             item = {"originalTransactionId": s.otid, "status": st,
-                    "signedRenewalInfo": pki.sign_jws(self.world.renewal_payload(s)),
-                    "signedTransactionInfo": pki.sign_jws(self.world.transaction_payload(s, s.latest))}
+                    "signedRenewalInfo": pki.sign_jws(w.renewal_payload(s)),
+                    "signedTransactionInfo": pki.sign_jws(w.transaction_payload(s, s.latest))}
             groups.setdefault(s.group, []).append(item)
         body = {"data": [{"lastTransactions": items, "subscriptionGroupIdentifier": g} for g, items in groups.items()],
-                "appAppleId": self.world.app_apple_id, "environment": self.environment,
-                "bundleId": self.world.bundle_id, "serverRegion": "eu-central-1"}
+                "appAppleId": w.app_apple_id, "environment": self.environment,
+                "bundleId": w.bundle_id, "serverRegion": "eu-central-1"}
         if not query:
-            self.recorded[(any_id, self.world.now_ms)] = body
+            self.recorded[(any_id, w.now_ms)] = body
         self.send(h, 200, body)
 
-    def history(self, h, any_id: str, query: dict):
-        sub = self.lookup(h, any_id)
+    def history(self, h, w: World, any_id: str, query: dict):
+        sub = self.lookup(h, w, any_id)
         if sub is None:
             return
         sort = query.get("sort", ["ASCENDING"])[-1]
@@ -1140,7 +1198,7 @@ class AppStoreServer:
             return self.error(h, 4000013)
         filters = {k: v for k, v in sorted(query.items()) if k != "revision"}
         fhash = hashlib.sha256(json.dumps(filters).encode()).hexdigest()[:10]
-        txns = [(s, t) for s in self.customer_subs(sub) for t in s.txns + s.one_offs]
+        txns = [(s, t) for s in self.customer_subs(w, sub) for t in s.txns + s.one_offs]
         if start is not None:
             txns = [x for x in txns if x[1].purchase_ms >= start]
         if end is not None:
@@ -1182,16 +1240,16 @@ class AppStoreServer:
         # Padding '=' kept and '-'/'_' used: a revision is an opaque string, to be sent back as is.
         revision = base64.urlsafe_b64encode(f"indie-rev|{fhash}|{last_key[0]}|{last_key[1]}".encode()).decode()
         body = {"hasMore": bool(rest) or len(page) == size, "revision": revision, "environment": self.environment,
-                "signedTransactions": [self.pki.sign_jws(self.world.transaction_payload(s, t)) for s, t in page],
-                "appAppleId": self.world.app_apple_id, "bundleId": self.world.bundle_id}
+                "signedTransactions": [self.pki.sign_jws(w.transaction_payload(s, t)) for s, t in page],
+                "appAppleId": w.app_apple_id, "bundleId": w.bundle_id}
         self.send(h, 200, body)
 
-    def transaction(self, h, tid: str):
-        sub = self.lookup(h, tid)
+    def transaction(self, h, w: World, tid: str):
+        sub = self.lookup(h, w, tid)
         if sub is None:
             return
         t = next(t for t in sub.txns + sub.one_offs if t.transaction_id == tid)
-        self.send(h, 200, {"signedTransactionInfo": self.pki.sign_jws(self.world.transaction_payload(sub, t))})
+        self.send(h, 200, {"signedTransactionInfo": self.pki.sign_jws(w.transaction_payload(sub, t))})
 
     # ---- Get Notification History (fact sheet §2.5) ----
     def _token(self, fhash: str, key: tuple[int, int]) -> str:
@@ -1214,21 +1272,23 @@ class AppStoreServer:
         except Exception:  # noqa: BLE001
             return 4000014
 
-    def signed_notification(self, n: Notification) -> str:
+    def signed_notification(self, w: World, n: Notification) -> str:
         pki = self.rogue if n.forged and self.rogue else self.pki
         if id(pki) not in n.signed:  # signed once: a record reads the same on every page and every sync
-            n.signed[id(pki)] = pki.sign_jws(self.world.notification_payload(n, pki))
+            n.signed[id(pki)] = pki.sign_jws(w.notification_payload(n, pki))
         return n.signed[id(pki)]
 
-    def notification_history(self, h, raw: bytes, query: dict):
-        self.calls["notification_pages"] = self.calls.get("notification_pages", 0) + 1
+    def notification_history(self, h, w: World, raw: bytes, query: dict):
+        """The history of the app `w` alone (the token's bid): each app has its own."""
+        calls = self.calls_of(w)
+        calls["notification_pages"] = calls.get("notification_pages", 0) + 1
         try:
             body = json.loads(raw.decode("utf-8")) if raw else None
         except Exception:  # noqa: BLE001
             body = None
         if not isinstance(body, dict):
             return self.error(h, 4000000)
-        now = self.world.now_ms
+        now = w.now_ms
 
         def ms(v):
             return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
@@ -1259,11 +1319,13 @@ class AppStoreServer:
             return self.error(h, 4000000)
         customer = None
         if tid is not None:
-            sub = self.lookup(h, tid if isinstance(tid, str) else "x")
+            sub = self.lookup(h, w, tid if isinstance(tid, str) else "x")
             if sub is None:
                 return  # 4000006 or 4040010 sent
             customer = sub.customer
-        fhash = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
+        # A token is bound to the body, and for the other apps to the app too.
+        bound = json.dumps(body, sort_keys=True) + ("" if w is self.world else "|" + w.bundle_id)
+        fhash = hashlib.sha256(bound.encode()).hexdigest()[:12]
         cursor = None
         token = query.get("paginationToken", [None])[-1]
         if token is not None:
@@ -1271,13 +1333,13 @@ class AppStoreServer:
             if isinstance(cursor, int):
                 return self.error(h, cursor)
         records = []
-        for n in self.world.notifications:
+        for n in w.notifications:
             if n.environment != self.environment or not (start <= n.signed_ms < end):
                 continue
             if ntype is not None and (n.notification_type != ntype or
                                       (nsub is not None and (n.subtype or "") != nsub)):
                 continue
-            if customer is not None and self.world.subs[n.otid].customer != customer:
+            if customer is not None and w.subs[n.otid].customer != customer:
                 continue
             attempts = [(d, r) for d, r in n.attempts if d <= now]
             if only_failures and any(r == "SUCCESS" for _, r in attempts):
@@ -1287,14 +1349,15 @@ class AppStoreServer:
             records.append((n, attempts))
         records.sort(key=lambda x: (x[0].signed_ms, x[0].seq))
         page, rest = records[:NOTIFICATION_PAGE], records[NOTIFICATION_PAGE:]
-        self.calls["notification_records"] = self.calls.get("notification_records", 0) + len(page)
+        calls["notification_records"] = calls.get("notification_records", 0) + len(page)
         out = {"notificationHistory": [
                    {"sendAttempts": [{"attemptDate": d, "sendAttemptResult": r} for d, r in attempts],
-                    "signedPayload": self.signed_notification(n)} for n, attempts in page],
+                    "signedPayload": self.signed_notification(w, n)} for n, attempts in page],
                "hasMore": bool(rest)}
         if rest:
             out["paginationToken"] = self._token(fhash, (page[-1][0].signed_ms, page[-1][0].seq))
-        self.log(f"[{self.environment}] notification history {json.dumps(body, sort_keys=True)}"
+        app = "" if w is self.world else f" {w.bundle_id}"
+        self.log(f"[{self.environment}{app}] notification history {json.dumps(body, sort_keys=True)}"
                  f"{' (next page)' if token else ''}: {len(page)} records, hasMore {bool(rest)}")
         self.send(h, 200, out)
 
@@ -1304,57 +1367,82 @@ class AppStoreServer:
             receipt = body["receipt-data"]
         except Exception:  # noqa: BLE001
             return self.send(h, 200, {"status": 21002, "environment": self.environment})
-        subs = [s for s in self.world.subs.values() if s.receipt == receipt]
-        if not subs:
+        # No JWT here: the receipt names its app (and the app's shared secret must come with it).
+        for w in self.apps.values():
+            with w.lock:
+                subs = [s for s in w.subs.values() if s.receipt == receipt]
+            if subs:
+                break
+        else:
             return self.send(h, 200, {"status": 21003, "environment": self.environment})
-        sub = subs[0]
+        with w.lock:
+            return self._verify_receipt(h, w, body, subs[0])
+
+    def _verify_receipt(self, h, w: World, body: dict, sub: Subscription):
         if sub.environment != self.environment:
             return self.send(h, 200, {"status": 21007 if sub.environment == "Sandbox" else 21008,
                                       "environment": self.environment})
-        if body.get("password") != self.world.shared_secret:
+        if body.get("password") != w.shared_secret:
             return self.send(h, 200, {"status": 21004, "environment": self.environment})
-        mine = [s for s in self.customer_subs(sub) if s.receipt is not None]
+        mine = [s for s in self.customer_subs(w, sub) if s.receipt is not None]
         exclude = body.get("exclude-old-transactions") is True
         infos = []
         for s in mine:
             txns = [s.latest] if exclude else list(s.txns)
-            infos += [self.world.legacy_transaction(s, t) for t in txns]
-        self.world.rng.shuffle(infos)  # latest_receipt_info is unordered
-        pending = [p for p in (self.world.legacy_pending(s) for s in mine) if p is not None]
+            infos += [w.legacy_transaction(s, t) for t in txns]
+        w.rng.shuffle(infos)  # latest_receipt_info is unordered
+        pending = [p for p in (w.legacy_pending(s) for s in mine) if p is not None]
         first = sub.txns[0]
         response = {
             "status": 0, "environment": self.environment,
             "receipt": {"receipt_type": "Production" if self.environment == "Production" else "ProductionSandbox",
-                        "bundle_id": self.world.bundle_id, "application_version": "42", "adam_id": self.world.app_apple_id,
-                        "in_app": [self.world.legacy_transaction(sub, first)], "original_application_version": "1.0"},
-            "latest_receipt": base64.b64encode(f"indie-latest:{sub.otid}:{self.world.now_ms}".encode()).decode(),
+                        "bundle_id": w.bundle_id, "application_version": "42", "adam_id": w.app_apple_id,
+                        "in_app": [w.legacy_transaction(sub, first)], "original_application_version": "1.0"},
+            "latest_receipt": base64.b64encode(f"indie-latest:{sub.otid}:{w.now_ms}".encode()).decode(),
             "latest_receipt_info": infos, "pending_renewal_info": pending,
         }
         self.send(h, 200, response)
 
-    def control(self, h, method: str, path: str):
+    def control(self, h, method: str, path: str, query: dict | None = None):
         if method == "GET" and path == "/_indie/truth":
-            return self.send(h, 200, self.world.truth())
+            # ?bundle_id= picks an app (its truth in the same format); without it the first app's,
+            # with the list of apps beside it when there are more.
+            wanted = (query or {}).get("bundle_id", [None])[-1]
+            if wanted is not None:
+                if wanted not in self.apps:
+                    return self.send(h, 404, {"errorCode": 4040000, "errorMessage": f"unknown bundle_id {wanted}: "
+                                              f"this server serves {', '.join(self.apps)}"})
+                return self.send(h, 200, self.apps[wanted].truth())
+            truth = self.world.truth()
+            if len(self.apps) > 1:
+                truth["apps"] = [{"bundleId": w.bundle_id, "appAppleId": w.app_apple_id, "subscribers": len(w.subs)}
+                                 for w in self.apps.values()]
+            return self.send(h, 200, truth)
         if method == "POST" and path.startswith("/_indie/clock/"):
-            self.world.advance(int(path.rsplit("/", 1)[1]))
+            for w in self.apps.values():  # one clock for every app
+                w.advance(int(path.rsplit("/", 1)[1]))
             return self.send(h, 200, {"now": self.world.now_ms})
         return self.send(h, 404, {"errorCode": 4040000, "errorMessage": "Not found."})
 
 
 class Environments:
-    """PKI + key + one server per environment, sharing one world."""
+    """PKI + key + one server per environment, sharing one world per app: `world` is the first
+    app's (the one churnwatch's APPSTORE_* environment names), `others` the further apps' (one
+    team key signs for all; each server serves every app)."""
 
-    def __init__(self, directory: str, world: World, log=None):
+    def __init__(self, directory: str, world: World, log=None, others: list[World] | tuple = ()):
         self.directory = directory
         self.world = world
+        self.worlds = [world, *others]
         self.issuer_id = str(uuid.UUID(int=random.getrandbits(128)))
         self.key_id = "INDIE" + "".join(random.choice("ABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(5))
         self.pki = PKI(directory)
         self.key = APIKey(directory, self.key_id, self.issuer_id, world.bundle_id)
         # A look-alike chain (same OIDs, its own root) that churnwatch must not trust.
         self.rogue = PKI(os.path.join(directory, "untrusted"))
-        self.production = AppStoreServer(world, self.key, self.pki, "Production", log=log).start()
-        self.sandbox = AppStoreServer(world, self.key, self.pki, "Sandbox", log=log, prefix="/sandbox-gw").start()
+        self.production = AppStoreServer(world, self.key, self.pki, "Production", log=log, apps=self.worlds).start()
+        self.sandbox = AppStoreServer(world, self.key, self.pki, "Sandbox", log=log, prefix="/sandbox-gw",
+                                      apps=self.worlds).start()
 
         self.production.rogue = self.sandbox.rogue = self.rogue
 
@@ -1372,6 +1460,10 @@ class Environments:
             "APPSTORE_SHARED_SECRET": self.world.shared_secret,
         }
 
+    def refuse(self, bundle_ids):
+        """Every request for these apps is answered 401 from now on (an empty set: none)."""
+        self.production.refused = self.sandbox.refused = set(bundle_ids)
+
     def stop(self):
         self.production.stop()
         self.sandbox.stop()
@@ -1381,15 +1473,23 @@ def main(argv: list[str]) -> int:
     import argparse
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--dir", required=True, help="where the root certificate and the .p8 key are written")
+    ap.add_argument("--apps", type=int, default=1, help="apps served (default 1); app k >= 2 is second_app.py's world")
     args = ap.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import check  # the scripted world
     world, _ = check.build_world()
-    envs = Environments(args.dir, world, log=lambda l: print(l, file=sys.stderr))
+    others = []
+    if args.apps > 1:
+        import second_app
+        second_app.bind(check)
+        others = [second_app.build_script(k).world for k in range(2, args.apps + 1)]
+    envs = Environments(args.dir, world, log=lambda l: print(l, file=sys.stderr), others=others)
     with open(os.path.join(args.dir, "churnwatch.env"), "w") as f:
         for k, v in envs.env().items():
             f.write(f"{k}={v}\n")
     print(f"production {envs.production.url}  sandbox {envs.sandbox.url}  env {args.dir}/churnwatch.env", flush=True)
+    for w in others:
+        print(f"app {w.bundle_id} (app Apple id {w.app_apple_id}): {len(w.subs)} subscribers", flush=True)
     try:
         while True:
             time.sleep(3600)
