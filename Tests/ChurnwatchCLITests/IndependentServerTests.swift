@@ -35,7 +35,7 @@ struct IndependentServerTests {
         return (ChildExit.status(of: process), String(decoding: data, as: UTF8.self))
     }
 
-    @Test("eight nights: segments, auto-renew flips, live win-back entries and runs match the truth")
+    @Test("eight nights, two apps in one database (the second's key refused on night 4): segments, auto-renew flips, live win-back entries and runs of each app match the truth")
     func eightNights() async throws {
         let probe = try await Self.run([Self.python, "-c", "import cryptography"])
         guard probe.status == 0 else {
@@ -51,6 +51,9 @@ struct IndependentServerTests {
         let check = Self.repositoryRoot.appendingPathComponent("ops/independent-appstore/check.py").path
         let result = try await Self.run([Self.python, check, "--churnwatch", CLIRunner.binary.path,
                                    "--database-url", db.connectionURL, "--nights", "8",
+                                   // A second app beside the first (issue 26): its own world, budget and history; Apple
+                                   // refuses its key for one night, which must not stop the first.
+                                   "--apps", "2", "--refuse-app", "2",
                                    // Nights long past: nothing churnwatch does may depend on the machine's clock.
                                    "--first-night", "2026-11-01T02:00:00Z"])
         print(result.output)
