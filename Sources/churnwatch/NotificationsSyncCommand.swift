@@ -49,22 +49,12 @@ struct NotificationsSyncCommand: AsyncParsableCommand {
             let refundPolicy = try refundOptions.validated()
             let url = try global.resolvedDatabaseURL()
             let (_, apps) = try await NightSetup.App.load(url: url, apple: apple, selection: app, feedOn: true, logger: logger)
-            let several = apps.count > 1
-            let syncs = await withTaskGroup(of: AppNight.self) { group in
-                for (index, app) in apps.enumerated() {
-                    var appLogger = logger
-                    if several { appLogger[metadataKey: "bundle_id"] = "\(app.record.bundleId)" }
-                    group.addTask {
-                        await self.sync(app, index: index, url: url, at: at, stop: stop, refundPolicy: refundPolicy, logger: appLogger)
-                    }
-                }
-                return await group.reduce(into: []) { $0.append($1) }.sorted { $0.index < $1.index }
+            let syncs = await AppNight.each(apps) { app, index in
+                var appLogger = logger
+                if apps.count > 1 { appLogger[metadataKey: "bundle_id"] = "\(app.record.bundleId)" }
+                return await self.sync(app, index: index, url: url, at: at, stop: stop, refundPolicy: refundPolicy, logger: appLogger)
             }
-            for s in syncs {
-                if several { print("app \(s.app):") }
-                if !s.lines.isEmpty { print(s.lines.joined(separator: "\n")) }
-                if several, let failure = s.failure { FileHandle.standardError.write(Data("churnwatch: app \(s.app): \(failure.description)\n".utf8)) }
-            }
+            AppNight.print(syncs)
             if let failure = AppNight.failure(of: syncs) { throw failure }
         }
     }

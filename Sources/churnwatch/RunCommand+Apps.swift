@@ -89,6 +89,31 @@ struct AppNight: Sendable {
     }
 }
 
+extension AppNight {
+    /// `work` for every app at once; the results in the apps' order.
+    static func each(_ apps: [NightSetup.App], _ work: @escaping @Sendable (NightSetup.App, Int) async -> AppNight) async -> [AppNight] {
+        await withTaskGroup(of: AppNight.self) { group in
+            for (index, app) in apps.enumerated() {
+                group.addTask { await work(app, index) }
+            }
+            return await group.reduce(into: []) { $0.append($1) }.sorted { $0.index < $1.index }
+        }
+    }
+
+    /// Each app's lines on stdout, as one app alone would print them; with several, each under
+    /// a line naming its app, and its failure on stderr (the command's last line counts them).
+    static func print(_ nights: [AppNight]) {
+        let several = nights.count > 1
+        for n in nights {
+            if several { Swift.print("app \(n.app):") }
+            if !n.lines.isEmpty { Swift.print(n.lines.joined(separator: "\n")) }
+            if several, let failure = n.failure {
+                FileHandle.standardError.write(Data("churnwatch: app \(n.app): \(failure.description)\n".utf8))
+            }
+        }
+    }
+}
+
 /// Stops every app's engine at the first signal, including engines started after it.
 final class StopSwitch: Sendable {
     private let state = Mutex<(reason: String?, engines: [RunEngine])>((nil, []))

@@ -57,18 +57,8 @@ struct RunCommand: AsyncParsableCommand {
             let signals = SignalHandler { stops.stop("signal") }
             defer { signals.cancel() }
             let started = Date()
-            let nights = await withTaskGroup(of: AppNight.self) { group in
-                for (index, app) in night.apps.enumerated() {
-                    group.addTask { await self.work(app, index: index, night, stops: stops) }
-                }
-                return await group.reduce(into: []) { $0.append($1) }.sorted { $0.index < $1.index }
-            }
-            let several = nights.count > 1
-            for n in nights {
-                if several { print("app \(n.app):") }
-                if !n.lines.isEmpty { print(n.lines.joined(separator: "\n")) }
-                if several, let failure = n.failure { FileHandle.standardError.write(Data("churnwatch: app \(n.app): \(failure.description)\n".utf8)) }
-            }
+            let nights = await AppNight.each(night.apps) { app, index in await self.work(app, index: index, night, stops: stops) }
+            AppNight.print(nights)
             if let prune = night.prune, nights.allSatisfy({ if case .finished? = $0.outcome { true } else { false } }) {
                 let deadline = night.options.maxDuration.map { Date().addingTimeInterval($0 - Date().timeIntervalSince(started)) }
                 // A store of its own: the one opened before the night may have lost its connection
