@@ -3,9 +3,11 @@
 #
 #   apps_rate_utilization_min  3 apps of BENCH_APPS_RATE_SUBSCRIBERS=20000 each, the simulator at
 #                              50/s per app and endpoint with 100 ms latency, 2 minutes of a first
-#                              night: each app's status calls accepted per second of its polling
-#                              (from its "planned run" to its "run summary") / 50, the lowest app's
-#                              (goal >= 0.97); apps_rate_utilization_<k> each; apps_http_429 (goal 0)
+#                              night: each app's calls accepted per second of its polling (from its
+#                              "planned run" to its "run summary") / 50 on its busier endpoint
+#                              (history, on a first night), the lowest app's (goal >= 0.97);
+#                              apps_rate_utilization_<k> each, with apps_rate_status_<k> and
+#                              apps_rate_history_<k>; apps_http_429 (goal 0)
 #   apps_cpu_per_sub_ratio     churnwatch's CPU per polled subscription on a regular night (every
 #                              subscription due), 3 apps of BENCH_APPS_SUBSCRIBERS=10000 together
 #                              over 1 app alone, back to back, no limits (goal <= 1.10)
@@ -58,10 +60,17 @@ set_clock "$(night 0)"
 k=0; worst=9; limited=0
 while read -r app seconds; do
     k=$((k + 1))
-    ok=$(curl -sf "$sim_url/_sim/stats?bundle_id=$app" | python3 -c "import json,sys; s=json.load(sys.stdin); print(s['requests'].get('subscriptions', {}).get('200', 0), s['rate_limited'])")
-    u=$(python3 -c "print(f'{${ok% *} / $seconds / 50:.3f}')")
+    # An app's budget is one per endpoint; on a first night every subscription needs its history
+    # too (some two pages), so history's 50/s is the one that binds and status gets what
+    # history leaves it. The app's share is that of its busier endpoint.
+    read -r status history refused < <(curl -sf "$sim_url/_sim/stats?bundle_id=$app" | python3 -c "
+import json, sys
+s = json.load(sys.stdin)
+print(s['requests'].get('subscriptions', {}).get('200', 0), s['requests'].get('history', {}).get('200', 0), s['rate_limited'])")
+    u=$(python3 -c "print(f'{max($status, $history) / $seconds / 50:.3f}')")
     echo "apps_rate_utilization_$k=$u"
-    worst=$(python3 -c "print(min($worst, $u))"); limited=$((limited + ${ok#* }))
+    echo "apps_rate_status_$k=$(python3 -c "print(f'{$status / $seconds / 50:.3f}')") apps_rate_history_$k=$(python3 -c "print(f'{$history / $seconds / 50:.3f}')")"
+    worst=$(python3 -c "print(min($worst, $u))"); limited=$((limited + refused))
 done < <(apps_spans "$work/apps_rate_err")
 echo "apps_rate_utilization_min=$worst"
 echo "apps_http_429=$limited"
