@@ -25,8 +25,6 @@ struct NightSetup: Sendable {
     var refundPolicy: RefundAnswerPolicy?
     var interval: TimeInterval
     var metrics: MetricsFile?
-    /// The deployment's store (every app's rows), opened before the night.
-    var store: ChurnStore
     var apps: [App]
 }
 

@@ -72,8 +72,8 @@ struct RunCommand: AsyncParsableCommand {
         }
     }
 
-    /// What every app's part of the night shares: the options, the apps with their configurations,
-    /// and the deployment's store. Bad settings (the deployment's, or an `--app` not in the
+    /// What every app's part of the night shares: the options and the apps with their
+    /// configurations. Bad settings (the deployment's, or an `--app` not in the
     /// database) end the command here, before any work.
     func prepare(logger: Logger) async throws -> NightSetup {
         let url = try global.resolvedDatabaseURL()
@@ -85,10 +85,10 @@ struct RunCommand: AsyncParsableCommand {
         let interval = try parseDurationSetting("--progress-interval", progressInterval, positive: true)
         let metrics = try metricsFile.map(MetricsFile.init(path:))
         options.params = try StoredJSON(encoding: RunParams(options: options))
-        let (store, apps) = try await NightSetup.App.load(url: url, apple: apple, selection: app,
-                                                         feedOn: join ? false : try feedOptions.enabled(), logger: logger)
+        let (_, apps) = try await NightSetup.App.load(url: url, apple: apple, selection: app,
+                                                     feedOn: join ? false : try feedOptions.enabled(), logger: logger)
         return NightSetup(url: url, options: options, prune: prune, refundPolicy: refundPolicy, interval: interval, metrics: metrics,
-                          store: store, apps: apps)
+                          apps: apps)
     }
 
     func report(_ outcome: RunOutcome, stats: WorkerStats, output: (String) -> Void) throws {
