@@ -47,11 +47,14 @@ extension AppOptions {
 
 extension AppOptions {
     /// A reading command's stores, one per app it shows (`forReading`), after the schema check.
-    /// A database with no app at all gives none.
-    func readingStores(_ global: GlobalOptions, migrations: [String]? = nil) async throws -> [ChurnStore] {
+    /// A database with no app at all gives none, or with `orNoApp` one store of no app (`""`),
+    /// whose reads find nothing: the command then says "no runs yet" or shows zeros, as it did
+    /// before apps were kept.
+    func readingStores(_ global: GlobalOptions, migrations: [String]? = nil, orNoApp: Bool = false) async throws -> [ChurnStore] {
         let all = ChurnStore.open(try global.resolvedDatabaseURL(), app: "")
         try await all.schemaCheck(migrations: migrations)
-        return try await forReading(all).map { all.scoped(to: $0) }
+        let apps = try await forReading(all)
+        return (orNoApp ? apps.nonEmpty : apps).map { all.scoped(to: $0) }
     }
 
     /// The store of the one app a command works for (`single`), after the schema check

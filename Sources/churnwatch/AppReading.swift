@@ -2,18 +2,7 @@ import ChurnStore
 import Foundation
 
 /// What the reading commands (report, status, segments, outcomes, refunds) share when they show
-/// several apps: which stores, and how their text is laid out.
-extension AppOptions {
-    /// `readingStores`, but never none: a database with no app at all (nothing configured it,
-    /// and no `APPSTORE_BUNDLE_ID`) gives one store of no app (`""`), whose reads find nothing,
-    /// so the command says "no runs yet" or shows zeros as it did before apps were kept.
-    func readingStoresOrNone(_ global: GlobalOptions) async throws -> [ChurnStore] {
-        let all = ChurnStore.open(try global.resolvedDatabaseURL(), app: "")
-        try await all.schemaCheck()
-        return try await forReading(all).nonEmpty.map { all.scoped(to: $0) }
-    }
-}
-
+/// several apps: the apps to read, and how their text is laid out.
 extension Array where Element == String {
     /// The apps to read, or the one app "" when there are none.
     var nonEmpty: [String] { isEmpty ? [""] : self }

@@ -57,6 +57,24 @@ struct AppleOptions: ParsableArguments {
         }
     }
 
+    /// The settings of `app`'s own key, over the deployment's (none when it uses the
+    /// deployment's key): its issuer and key id, and its key file or, from the variable it names,
+    /// the PEM itself. One line when that variable is not set.
+    static func keyOverrides(_ app: AppRecord, env: [String: String]) throws -> [String: String] {
+        typealias V = AppStoreConfiguration.Variable
+        guard let issuer = app.issuerId, let keyId = app.keyId else { return [:] }
+        var o = [V.issuerId: issuer, V.keyId: keyId]
+        if let file = app.keyFile {
+            o[V.privateKeyPath] = file
+        } else if let name = app.keyEnv {
+            guard let pem = env[name], !pem.isEmpty else {
+                throw CLIError.configuration("app \(app.bundleId): its key variable \(name) is not set (`churnwatch apps set` changes where its key is)")
+            }
+            (o[V.privateKeyPath], o[V.privateKey]) = ("", pem)
+        }
+        return o
+    }
+
     /// What verifying signed data needs (roots, app, environment), without the In-App Purchase
     /// key: `inspect JWS|FILE|-`, as the deployment's app or as `app`. One line naming the setting
     /// (exit 78) when it is wrong.
@@ -92,17 +110,7 @@ extension AppleOptions {
         if environment == nil, let e = app.environment { o[V.environment] = e }
         if statusRate == nil, let r = app.statusRate { o[V.statusRate] = String(r) }
         if historyRate == nil, let r = app.historyRate { o[V.historyRate] = String(r) }
-        if let issuer = app.issuerId, let keyId = app.keyId {
-            (o[V.issuerId], o[V.keyId]) = (issuer, keyId)
-            if let file = app.keyFile {
-                o[V.privateKeyPath] = file
-            } else if let name = app.keyEnv {
-                guard let pem = env[name], !pem.isEmpty else {
-                    throw CLIError.configuration("app \(app.bundleId): its key variable \(name) is not set (`churnwatch apps set` changes where its key is)")
-                }
-                (o[V.privateKeyPath], o[V.privateKey]) = ("", pem)
-            }
-        }
+        o.merge(try Self.keyOverrides(app, env: env)) { _, own in own }
         do {
             let config = try AppStoreConfiguration.fromEnvironment(env, overrides: o)
             // The deployment's own warnings were logged with its configuration; an app's key may add its own.

@@ -182,11 +182,8 @@ struct OffersCommand: AsyncParsableCommand {
         let apps = try await store.appsList()
         var signers = [deploymentApp: deployment]
         for app in apps where app.bundleId != deploymentApp || app.keyId != nil {
-            var own = env
+            var own = env.merging(try AppleOptions.keyOverrides(app, env: env)) { _, own in own }
             own[V.bundleId] = app.bundleId
-            if let issuer = app.issuerId, let keyId = app.keyId {
-                (own[V.issuerId], own[V.keyId], own[V.privateKeyPath], own[V.privateKey]) = (issuer, keyId, app.keyFile ?? "", app.keyEnv.flatMap { env[$0] })
-            }
             signers[app.bundleId] = try signer(own)
         }
         let ready = signers

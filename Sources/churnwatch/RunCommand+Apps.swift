@@ -106,7 +106,9 @@ extension AppNight {
             if several { Swift.print("app \(n.app):") }
             if !n.lines.isEmpty { Swift.print(n.lines.joined(separator: "\n")) }
             if several, let failure = n.failure {
-                FileHandle.standardError.write(Data("churnwatch: app \(n.app): \(failure.description)\n".utf8))
+                // An app's own settings' line names the app already.
+                let named = failure.description.hasPrefix("app \(n.app): ") ? failure.description : "app \(n.app): \(failure.description)"
+                FileHandle.standardError.write(Data("churnwatch: \(named)\n".utf8))
             }
         }
     }

@@ -45,7 +45,7 @@ struct StatusCommand: AsyncParsableCommand {
                 return id
             }
             let now = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
-            let stores = try await app.readingStoresOrNone(global)
+            let stores = try await app.readingStores(global, orNoApp: true)
             let environments = Dictionary(try await stores[0].appsList().map { ($0.bundleId, $0.environment) }) { first, _ in first }
             func feed(_ store: ChurnStore) async throws -> FeedStatus {
                 let named = environments[store.app].flatMap { $0 }.flatMap(AppStoreEnvironment.init(registered:))

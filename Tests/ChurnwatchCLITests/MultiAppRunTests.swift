@@ -120,6 +120,33 @@ struct MultiAppRunTests {
         #expect(try polled[0].decode(Int.self, at: 0) == 60)
     }
 
+    @Test("an app's own key in a variable (--key-env): unset, that app stops in one line naming the variable (78) and the other finishes; set to the PEM, both finish")
+    func keyInAVariable() async throws {
+        let sim = try await SimulatorProcess.start(subscribers: 40, seed: 73, start: Self.iso(Self.start), extra: ["--apps", "2"])
+        defer { sim.stop() }
+        let db = try await Self.twoApps(sim)
+        defer { db.db.drop() }
+        let keyPath = try #require(db.env["APPSTORE_PRIVATE_KEY_PATH"])
+        let set = try await CLIRunner.run(["apps", "set", Self.second, "--issuer-id", try #require(db.env["APPSTORE_ISSUER_ID"]),
+                                           "--key-id", try #require(db.env["APPSTORE_KEY_ID"]), "--key-env", "CW_TEST_APP2_KEY"],
+                                          environment: db.env)
+        #expect(set.status == 0 && set.stdout.contains("own key"), "\(set.stdout) \(set.stderr)")
+
+        let unset = try await Harness.night(Self.start, sim: sim, env: db.env, extra: Self.fast)
+        #expect(unset.status == 78, "\(unset.stdout) \(unset.stderr.suffix(400))")
+        #expect(unset.stderr.contains("churnwatch: app \(Self.second): its key variable CW_TEST_APP2_KEY is not set (`churnwatch apps set` changes where its key is)\n"),
+                "\(unset.stderr.suffix(400))")
+        #expect(unset.stdout.contains(" done: 40 due, 40 polled, 0 failed"), "the other app finished: \(unset.stdout)")
+
+        var withKey = db.env
+        withKey["CW_TEST_APP2_KEY"] = try String(contentsOfFile: keyPath, encoding: .utf8)
+        let again = try await Harness.night(Self.start.addingTimeInterval(3600), sim: sim, env: withKey, extra: Self.fast)
+        #expect(again.status == 0, "\(again.stderr.suffix(400))")
+        let c = try PostgresConnection(connectionString: db.db.connectionURL, logger: .postgres)
+        let polled = try c.query("SELECT count(*) FROM churnwatch.subscriptions WHERE bundle_id = \(Self.second) AND last_outcome = 'ok'")
+        #expect(try polled[0].decode(Int.self, at: 0) == 40, "the app's key from the variable signed its requests")
+    }
+
     @Test("every command's --help names --app (what it does with several apps)")
     func helpNamesApp() async throws {
         let commands = ["migrate", "apps", "import", "plan", "run", "notifications sync", "notifications ingest", "backfill", "status",
