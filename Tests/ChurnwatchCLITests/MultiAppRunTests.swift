@@ -107,15 +107,15 @@ struct MultiAppRunTests {
                 "\(refused.stderr.suffix(300))")
         let c = try PostgresConnection(connectionString: db.db.connectionURL, logger: .postgres)
         let unfinished = try c.query("SELECT id FROM churnwatch.runs WHERE bundle_id = \(Self.second) AND finished_at IS NULL")
-        try #require(unfinished.count <= 1)
+        // Planned before its first call was refused: resumed, not planned again, by the next run.
+        try #require(unfinished.count == 1)
+        let run = try unfinished[0].decode(Int64.self, at: 0)
 
         let mended = try await CLIRunner.run(["apps", "set", Self.second, "--deployment-key"], environment: db.env)
         #expect(mended.status == 0, "\(mended.stderr)")
         let again = try await Harness.night(Self.start.addingTimeInterval(3600), sim: sim, env: db.env, extra: Self.fast)
         #expect(again.status == 0, "\(again.stderr.suffix(400))")
-        if let run = try unfinished.first?.decode(Int64.self, at: 0) {
-            #expect(again.stdout.contains("run \(run) done: 60 due, 60 polled"), "the refused app's run is resumed: \(again.stdout)")
-        }
+        #expect(again.stdout.contains("run \(run) done: 60 due, 60 polled"), "the refused app's run is resumed: \(again.stdout)")
         let polled = try c.query("SELECT count(*) FROM churnwatch.subscriptions WHERE bundle_id = \(Self.second) AND last_outcome = 'ok'")
         #expect(try polled[0].decode(Int.self, at: 0) == 60)
     }
