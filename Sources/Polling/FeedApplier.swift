@@ -41,6 +41,9 @@ public struct FeedApplier: Sendable {
 
     public init(policy: WinbackPolicy = .default) { self.policy = policy }
 
+    /// The reason recorded on every notification a first sync applies (`notifications.reason`).
+    public static let establishedReason = "established by the first sync"
+
     /// The commits for `inputs`, in order: the k-th holds the k-th notification of each
     /// subscription (so a commit never writes one subscription twice); the first also holds
     /// the rows of everything not applied.
@@ -114,7 +117,7 @@ public struct FeedApplier: Sendable {
                 var earlier: [TransactionRecord] = []
                 for (v, input, uuid) in list.dropLast() {
                     earlier += Self.transactionRecord(v).map { [$0] } ?? []
-                    batches[0].record(v, uuid, input, outcome: .applied, reason: "established by the first sync")
+                    batches[0].record(v, uuid, input, outcome: .applied, reason: Self.establishedReason)
                 }
                 let (v, input, uuid) = list.last!
                 observe(v, uuid, input, item: &item, quiet: now, earlier: earlier, into: &batches[0])
@@ -184,7 +187,9 @@ public struct FeedApplier: Sendable {
             write.outcome = .polled(polled)
         }
         batch.writes.append(write)
-        batch.record(v, uuid, input, outcome: .applied)
+        // Every notification a first sync applies says so, the last of a subscription's too,
+        // wherever its batches were cut (a first sync stopped and resumed writes the same rows).
+        batch.record(v, uuid, input, outcome: .applied, reason: quiet == nil ? nil : FeedApplier.establishedReason)
         item.snapshot = polled.snapshot
         item.segment = polled.segment
         item.latestTransactionId = facts.transactionId

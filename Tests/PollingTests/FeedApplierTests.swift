@@ -143,6 +143,12 @@ import Testing
         func outcome(_ cuts: [Int]) -> (autoRenew: Bool?, outcomes: [NotificationOutcome], transactions: Int, entries: Int) {
             var stored: [String: ClaimedItem] = [:]
             var outcomes: [NotificationOutcome] = [], transactions = 0, entries = 0
+            var reasons: [String?] = []
+            defer {
+                // Issue 40: the last notification of each cut said nothing, so a first sync resumed
+                // left NULL where an uninterrupted one wrote the reason.
+                #expect(reasons == Array(repeating: FeedApplier.establishedReason, count: inputs.count), "cut at \(cuts): \(reasons)")
+            }
             var from = 0
             for cut in cuts + [inputs.count] {
                 let plan = FeedApplier().plan(Array(inputs[from..<cut]), known: [], stored: stored, neverPolled: Set(stored.keys),
@@ -150,6 +156,7 @@ import Testing
                 from = cut
                 for batch in plan.batches {
                     outcomes += batch.records.map(\.outcome)
+                    reasons += batch.records.map(\.reason)
                     for w in batch.writes {
                         guard case .polled(let p) = w.outcome else { continue }
                         transactions += p.transactions.count
