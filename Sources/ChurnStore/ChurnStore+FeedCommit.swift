@@ -17,6 +17,8 @@ public struct FeedCounts: Sendable, Equatable {
     /// Subscriptions another writer changed since the batch was decided (a run's poll beside
     /// this sync): nothing about them was written; the caller decides their notifications again.
     public var conflicted: Set<String> = []
+    /// Refund requests first read after their deadline, recorded as not sent (`expired`).
+    public var lateRefundRequests = 0
 
     public init() {}
 }
@@ -49,7 +51,7 @@ extension ChurnStore {
                                                                                            detectedAt: detectedAt)
             counts.quarantined = try Self.quarantineInsert(db, app: app, quarantine, runId: runId)
             counts.recorded = try Self.notificationsInsert(db, app: app, batch.records)
-            try Self.refundNoticesWrite(db, app: app, batch.refunds, receivedAt: detectedAt)
+            counts.lateRefundRequests = try Self.refundNoticesWrite(db, app: app, batch.refunds, receivedAt: detectedAt)
             try Self.notificationInboxFinish(db, batch.inbox)
             return counts
         }

@@ -105,6 +105,13 @@ extension ChurnStore {
             WHERE churnwatch.transactions.signed_date IS NULL OR excluded.signed_date IS NULL
                OR churnwatch.transactions.signed_date <= excluded.signed_date
             """)
+        // Kept on the subscription, which prune never removes (the trial's row it does).
+        if !tc.trialOriginalIds.isEmpty {
+            try db.execute("""
+                UPDATE churnwatch.subscriptions SET had_trial = true
+                WHERE original_transaction_id = ANY(\(Array(Set(tc.trialOriginalIds)))::text[]) AND NOT had_trial
+                """)
+        }
     }
 
     /// Appends detected events; one already recorded (same subscription, event and moment) is

@@ -7,8 +7,9 @@ extension ChurnStore {
     /// The refund requests and decisions of a feed commit, in its transaction. A request read
     /// twice is kept once (its notification UUID); one read after its deadline is recorded as
     /// not sent (`expired`) at once. A decision marks the requests about its transaction made
-    /// before it that has none yet.
-    static func refundNoticesWrite(_ db: PostgresConnection, app: String, _ notices: [RefundNotice], receivedAt: Date) throws {
+    /// before it that has none yet. Returns how many requests it recorded as read too late.
+    @discardableResult
+    static func refundNoticesWrite(_ db: PostgresConnection, app: String, _ notices: [RefundNotice], receivedAt: Date) throws -> Int {
         var requests: [RefundRequestNotice] = []
         var decisions: [(transactionId: String, decision: RefundDecision, at: Date)] = []
         for notice in notices {
@@ -17,8 +18,10 @@ extension ChurnStore {
             case .decision(let tx, _, let d, let at): decisions.append((tx, d, at))
             }
         }
+        var late = 0
         if !requests.isEmpty {
-            try db.execute("""
+            late = try db.query("""
+                WITH inserted AS (
                 INSERT INTO churnwatch.refund_requests (bundle_id, notification_uuid, original_transaction_id, transaction_id,
                                                         environment, reason, requested_at, deadline, period_start, period_end,
                                                         received_at, state, policy_branch)
@@ -32,7 +35,9 @@ extension ChurnStore {
                             \(requests.map(\.periodEnd))::timestamptz[])
                      AS u(uuid, otid, tx, env, reason, requested, deadline, ps, pe)
                 ON CONFLICT (notification_uuid) DO NOTHING
-                """)
+                RETURNING state)
+                SELECT count(*) FILTER (WHERE state = 'not_sent')::int AS late FROM inserted
+                """)[0].decode(Int.self, "late")
         }
         // One decision answers one request: the latest about its transaction, made before it, not
         // decided yet (a customer may ask again after a refusal; Apple's second answer is the
@@ -46,6 +51,7 @@ extension ChurnStore {
                     ORDER BY requested_at DESC, notification_uuid DESC LIMIT 1)
                 """)
         }
+        return late
     }
 
     /// Claims up to `limit` refund requests to answer at `now`, soonest deadline first: pending
@@ -73,8 +79,10 @@ extension ChurnStore {
                 FROM due WHERE r.notification_uuid = due.notification_uuid
                 RETURNING r.notification_uuid, r.original_transaction_id, r.transaction_id, r.environment, r.requested_at, r.deadline,
                           r.period_start, r.period_end, r.attempts,
-                          EXISTS (SELECT 1 FROM churnwatch.transactions t WHERE t.original_transaction_id = r.original_transaction_id
-                                  AND t.offer_type = 1 AND t.price = 0) AS trial_seen
+                          coalesce((SELECT s.had_trial FROM churnwatch.subscriptions s
+                                    WHERE s.original_transaction_id = r.original_transaction_id), false)
+                          OR EXISTS (SELECT 1 FROM churnwatch.transactions t WHERE t.original_transaction_id = r.original_transaction_id
+                                     AND t.offer_type = 1 AND t.price = 0) AS trial_seen
                 """)
             let claimed = try rows.map { row -> ClaimedRefundRequest in
                 let env = try row.decode(String.self, "environment")

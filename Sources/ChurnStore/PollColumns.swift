@@ -48,9 +48,13 @@ struct TransactionColumns {
     var reasons: [String?] = [], offerTypes: [Int32?] = [], offerIds: [String?] = [], ownerships: [String?] = []
     var upgraded: [Bool] = [], revocationDates: [Date?] = [], revocationReasons: [Int32?] = [], prices: [Int64?] = []
     var currencies: [String?] = [], environments: [String?] = [], signedDates: [Date?] = [], payloads: [StoredJSON] = []
+    /// The subscriptions of the free trials among them (an introductory offer at price 0): the
+    /// fact a refund answer needs after prune has removed the trial's row.
+    var trialOriginalIds: [String] = []
 
     mutating func append(_ r: TransactionRecord) {
         let f = r.facts
+        if f.offerType == 1, f.price == 0 { trialOriginalIds.append(f.originalTransactionId) }
         ids.append(f.transactionId)
         originalIds.append(f.originalTransactionId)
         productIds.append(f.productId)

@@ -20,6 +20,9 @@ public struct FeedSummary: Sendable, Equatable {
     public var registered = 0
     public var events = 0
     public var enqueued = 0
+    /// Refund requests first read after their deadline (recorded as not sent, `expired`): the
+    /// refund line counts them with those whose deadline passed while pending.
+    public var lateRefundRequests = 0
     /// Signed in this stretch but no longer in Apple's history (a cursor older than its
     /// retention): the windows cover it.
     public var gap: Range<Date>?
@@ -39,6 +42,7 @@ public struct FeedSummary: Sendable, Equatable {
         read += other.read; pages += other.pages; applied += other.applied; duplicates += other.duplicates
         stale += other.stale; quarantined += other.quarantined; ignored += other.ignored
         registered += other.registered; events += other.events; enqueued += other.enqueued
+        lateRefundRequests += other.lateRefundRequests
     }
 
     /// Another environment's history sync: its counts added, its gap and failure kept when this
@@ -182,6 +186,7 @@ public struct FeedSync: Sendable {
             summary.registered += counts.registered
             summary.events += counts.events
             summary.enqueued += counts.enqueued
+            summary.lateRefundRequests += counts.lateRefundRequests
             for r in batch.records {
                 switch r.outcome {
                 case .applied: summary.applied += 1

@@ -72,9 +72,11 @@ extension RunEngine {
         let clock = self.clock
         let (asOf, started) = (options.asOf, clock.now())
         do {
-            let summary = try await answerer.answerOpen(
+            var summary = try await answerer.answerOpen(
                 now: { asOf.addingTimeInterval(clock.now().timeIntervalSince(started)) },
                 shouldStop: { [self] in let now = clock.now(); return update { $0.machine.feedStopReason(now: now) } })
+            // Requests the sync read after their deadline are past it too (recorded so on reading).
+            summary.expired += feedSummary?.lateRefundRequests ?? 0
             update {
                 $0.refunds = summary
                 $0.machine.recordCalls([AppStoreEndpoint.consumption.rawValue: summary.sent])

@@ -91,12 +91,18 @@ struct NotificationsSyncCommand: AsyncParsableCommand {
                 throw error
             }
             out.lines.append(FeedSummaryText.line(summary, what: "notifications sync"))
-            if let answerer, summary.stopped == nil {
-                // Deadlines are judged by the sync's moment moving on with the clock.
-                let started = ContinuousClock.now
-                let refunds = try await answerer.answerOpen(
-                    now: { at.addingTimeInterval((ContinuousClock.now - started) / .seconds(1)) },
-                    shouldStop: { stop.control.reason() })
+            if let answerer {
+                // Requests read after their deadline are past it (recorded so on reading), and
+                // counted whether or not the pass below runs.
+                var refunds = RefundAnswerSummary()
+                if summary.stopped == nil {
+                    // Deadlines are judged by the sync's moment moving on with the clock.
+                    let started = ContinuousClock.now
+                    refunds = try await answerer.answerOpen(
+                        now: { at.addingTimeInterval((ContinuousClock.now - started) / .seconds(1)) },
+                        shouldStop: { stop.control.reason() })
+                }
+                refunds.expired += summary.lateRefundRequests
                 if !refunds.isEmpty { out.lines.append(RefundAnswerText.line(refunds)) }
             }
             if let reason = summary.stopped {

@@ -89,6 +89,37 @@ struct RefundStoreTests {
         }
     }
 
+    @Test("a free trial is remembered after prune removed its transaction: the claim still says trial seen (issue 40)")
+    func trialOutlivesPrune() async throws {
+        try await FreshDatabase.with { fresh in
+            let db = try WinbackQueueTests.migrated(fresh)
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
+            try db.execute("INSERT INTO churnwatch.subscriptions (original_transaction_id, environment) VALUES ('1', 'Production'), ('2', 'Production')")
+            // Subscription 1 began with a free week 200 days ago; 2 with an introductory month at a price (no trial).
+            let began = Self.t0 - 200 * 86_400
+            func record(_ otid: String, _ tx: String, start: Date, days: Double, offer: Int?, price: Int64) throws -> TransactionRecord {
+                TransactionRecord(facts: TransactionFacts(originalTransactionId: otid, transactionId: tx, productId: "monthly",
+                                                          purchaseDate: start, expiresDate: start + days * 86_400, signedDate: start,
+                                                          offerType: offer, price: price),
+                                  payload: try StoredJSON(encoding: ["transactionId": tx]))
+            }
+            var columns = TransactionColumns()
+            columns.append(try record("1", "1-trial", start: began, days: 7, offer: 1, price: 0))
+            columns.append(try record("1", "1-paid", start: Self.t0 - 10 * 86_400, days: 30, offer: nil, price: 9_990))
+            columns.append(try record("2", "2-intro", start: began, days: 30, offer: 1, price: 4_990))
+            columns.append(try record("2", "2-paid", start: Self.t0 - 10 * 86_400, days: 30, offer: nil, price: 9_990))
+            let written = columns
+            try await store.pool.withTransaction { db in try ChurnStore.transactionsUpsert(db, written) }
+            _ = try await store.prune(RetentionPolicy(), asOf: Self.t0, now: Date(), dryRun: false)
+            let kept = try db.query("SELECT transaction_id FROM churnwatch.transactions ORDER BY 1").map { try $0.decode(String.self, at: 0) }
+            #expect(kept == ["1-paid", "2-paid"], "prune removed the periods that ended over 60 days ago")
+            try await Self.commit(store, [.request(Self.notice(1, "1")), .request(Self.notice(2, "2"))], at: Self.t0)
+            let claimed = try await store.refundRequestsClaim(now: Self.t0, limit: 10, lease: 300).claimed
+            let trial = Dictionary(uniqueKeysWithValues: claimed.map { ($0.originalTransactionId, $0.facts.trialSeen) })
+            #expect(trial == ["1": true, "2": false], "an introductory offer at a price is no trial")
+        }
+    }
+
     @Test("consent: the row for the original transaction id wins over the one for the app account token; none is nil")
     func consentLookup() async throws {
         try await FreshDatabase.with { fresh in
