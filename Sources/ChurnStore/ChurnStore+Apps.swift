@@ -27,6 +27,12 @@ public struct AppRecord: Sendable, Equatable {
         (self.issuerId, self.keyId, self.keyFile, self.keyEnv) = (issuerId, keyId, keyFile, keyEnv)
         (self.statusRate, self.historyRate, self.notifications) = (statusRate, historyRate, notifications)
     }
+
+    /// Bundle ids compare without case, as Apple's do ("Bundle IDs are case insensitive"): two
+    /// spellings of one are one app (migration 0020 holds it in the table too).
+    public static func sameBundleId(_ a: String, _ b: String) -> Bool {
+        a.count == b.count && a.lowercased() == b.lowercased()
+    }
 }
 
 /// Why `apps add|set|remove` changed nothing.
@@ -41,6 +47,11 @@ enum AppsTable {
         try db.transaction { tx in
             let current = try tx.query("SELECT bundle_id FROM churnwatch.apps WHERE is_default FOR UPDATE").first?.decode(String.self, at: 0)
             guard current != bundleId else { return }
+            if let other = try tx.query("""
+                SELECT bundle_id FROM churnwatch.apps WHERE lower(bundle_id) = lower(\(bundleId)) AND bundle_id <> \(bundleId)
+                """).first?.decode(String.self, at: 0) {
+                throw AppsError(description: "APPSTORE_BUNDLE_ID \(bundleId) is the app \(other) of this database spelled otherwise (bundle ids compare without case, as Apple's do): set APPSTORE_BUNDLE_ID=\(other)")
+            }
             try tx.execute("UPDATE churnwatch.apps SET is_default = false, updated_at = now() WHERE is_default")
             try tx.execute("""
                 INSERT INTO churnwatch.apps (bundle_id, is_default) VALUES (\(bundleId), true)
@@ -80,6 +91,12 @@ extension ChurnStore {
     public func appsSave(_ app: AppRecord, replace: Bool) async throws {
         try await pool.withTransaction { db in
             let exists = try db.query("SELECT 1 FROM churnwatch.apps WHERE bundle_id = \(app.bundleId) FOR UPDATE").count == 1
+            if !exists, let other = try db.query("""
+                SELECT bundle_id FROM churnwatch.apps WHERE lower(bundle_id) = lower(\(app.bundleId))
+                """).first?.decode(String.self, at: 0) {
+                throw AppsError(description: "\(app.bundleId) is the app \(other), spelled otherwise (bundle ids compare without case, as Apple's do): "
+                                + (replace ? "name it \(other)" : "it is added already; change it with `churnwatch apps set \(other)`"))
+            }
             if exists != replace {
                 throw AppsError(description: exists
                     ? "app \(app.bundleId) is already added: change it with `churnwatch apps set`"

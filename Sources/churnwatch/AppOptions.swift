@@ -12,22 +12,32 @@ struct AppOptions: ParsableArguments {
         env["APPSTORE_BUNDLE_ID"].flatMap { $0.isEmpty ? nil : $0 }
     }
 
-    /// The one app a command that works for one app works for: `--app`, else `APPSTORE_BUNDLE_ID`,
-    /// else the database's default app (`store`: any store of the database, after its schema check).
-    func single(_ store: ChurnStore? = nil, _ env: [String: String] = ProcessInfo.processInfo.environment) async throws -> String {
+    /// The one app a command that works for one app works for: `--app` (an app of the database,
+    /// ``named(_:)``), else `APPSTORE_BUNDLE_ID`, else the database's default app (`store`: any
+    /// store of the database, after its schema check).
+    func single(_ store: ChurnStore, _ env: [String: String] = ProcessInfo.processInfo.environment) async throws -> String {
         if apps.count > 1 { throw CLIError.configuration("this command works for one app at a time: give --app once") }
-        if let app = apps.first ?? Self.deploymentApp(env) { return app }
-        if let store, let app = try await store.appsList().first(where: \.isDefault) { return app.bundleId }
+        if let app = try await named(store).first ?? Self.deploymentApp(env) { return app }
+        if let app = try await store.appsList().first(where: \.isDefault) { return app.bundleId }
         throw CLIError.configuration("which app? set APPSTORE_BUNDLE_ID (the deployment's app) or give --app BUNDLE_ID")
     }
 
+    /// The apps `--app` names, each as `churnwatch.apps` spells it; none when none is named. An
+    /// app not in the database is refused in one line (78) before anything is read or written.
+    func named(_ store: ChurnStore) async throws -> [String] {
+        guard !apps.isEmpty else { return [] }
+        return try selected(from: try await store.appsList()).map(\.bundleId)
+    }
+
     /// The apps named, each checked against `churnwatch.apps`; every app when none is named.
+    /// Bundle ids compare without case, as Apple's do: `--app COM.EXAMPLE.APP` is the app
+    /// `com.example.app`, in the database's spelling.
     func selected(from all: [AppRecord]) throws -> [AppRecord] {
         guard !apps.isEmpty else { return all }
         return try apps.map { name in
-            guard let app = all.first(where: { $0.bundleId == name }) else {
+            guard let app = all.first(where: { $0.bundleId == name }) ?? all.first(where: { AppRecord.sameBundleId($0.bundleId, name) }) else {
                 let known = all.map(\.bundleId).joined(separator: ", ")
-                throw CLIError.configuration("--app \(name) is not an app of this database (apps: \(known.isEmpty ? "none" : known)); add it with `churnwatch apps add`")
+                throw CLIError.configuration("--app \(name.prefix(160)) is not an app of this database (apps: \(known.isEmpty ? "none" : known)); add it with `churnwatch apps add`")
             }
             return app
         }

@@ -1,3 +1,4 @@
+import AppStoreServerAPI
 import ArgumentParser
 import ChurnStore
 import Foundation
@@ -68,14 +69,21 @@ struct AppsCommand: AsyncParsableCommand {
                 }
                 r.environment = environment
             }
-            if deploymentKey { (r.issuerId, r.keyId, r.keyFile, r.keyEnv) = (nil, nil, nil, nil) }
-            if issuerId != nil || keyId != nil || keyFile != nil || keyEnv != nil {
+            let ownKey = issuerId != nil || keyId != nil || keyFile != nil || keyEnv != nil
+            if deploymentKey {
+                guard !ownKey else {
+                    throw CLIError.configuration("--deployment-key forgets the app's own key: give it alone, or --issuer-id, --key-id and --key-file or --key-env for a key of its own")
+                }
+                (r.issuerId, r.keyId, r.keyFile, r.keyEnv) = (nil, nil, nil, nil)
+            }
+            if ownKey {
                 guard let issuerId, let keyId, (keyFile == nil) != (keyEnv == nil) else {
                     throw CLIError.configuration("an app's own key needs --issuer-id, --key-id and one of --key-file or --key-env")
                 }
                 (r.issuerId, r.keyId, r.keyFile, r.keyEnv) = (issuerId, keyId, keyFile, keyEnv)
-                if let keyFile, !FileManager.default.isReadableFile(atPath: keyFile) {
-                    throw CLIError.configuration("--key-file \(keyFile) cannot be read (give the path of the app's .p8 key)")
+                if let keyFile {
+                    // As every run will read it: a readable PEM P-256 private key (the .p8 file).
+                    try AppStoreConfiguration.checkPrivateKeyFile(keyFile, setting: "--key-file")
                 }
                 if let keyEnv, keyEnv.range(of: "^[A-Za-z_][A-Za-z0-9_]*$", options: .regularExpression) == nil {
                     throw CLIError.configuration("--key-env \(keyEnv.prefix(40)) is not the name of an environment variable")
@@ -137,7 +145,7 @@ struct AppsCommand: AsyncParsableCommand {
             try await reportingErrors {
                 let store = try await AppsCommand.store(global)
                 let name = try settings.checkedBundleId()
-                guard let current = try await store.appsList().first(where: { $0.bundleId == name }) else {
+                guard let current = try await store.appsList().first(where: { AppRecord.sameBundleId($0.bundleId, name) }) else {
                     throw CLIError.configuration("no app \(name): add it with `churnwatch apps add` (`churnwatch apps list` shows the apps)")
                 }
                 let record = try settings.applied(to: current)
@@ -160,8 +168,9 @@ struct AppsCommand: AsyncParsableCommand {
             global.bootstrapLogging()
             try await reportingErrors {
                 let store = try await AppsCommand.store(global)
-                try await AppsCommand.saving { try await store.appsRemove(bundleId) }
-                print("app removed: \(bundleId) (its rows stay)")
+                let name = try await store.appsList().first(where: { AppRecord.sameBundleId($0.bundleId, bundleId) })?.bundleId ?? bundleId
+                try await AppsCommand.saving { try await store.appsRemove(name) }
+                print("app removed: \(name) (its rows stay)")
             }
         }
     }

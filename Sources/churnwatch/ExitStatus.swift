@@ -80,6 +80,9 @@ func classify(_ error: any Error) -> (String, Int32) {
     case let e as ImportFileError:
         // An input file that cannot be read (import, notifications ingest): one line, nothing written.
         return (e.description, ExitStatus.dataError)
+    case let e as AppsError:
+        // A setting that names an app otherwise than the database does.
+        return (e.description, ExitStatus.configuration)
     case let e as FeedSync.FeedConflict:
         return (e.description, ExitStatus.resumable)
     default:

@@ -128,10 +128,11 @@ struct WinbackCommand: AsyncParsableCommand {
                 let at = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
                 let store = try WinbackCommand.store(global)
                 try await store.schemaCheck()
+                let apps = try await app.named(store)
                 // The key is checked before anything is claimed: a campaign with offers needs it.
-                let signer = try await store.offersConfigured(campaign: campaign, apps: app.apps) ? try await OffersCommand.signers(store) : nil
+                let signer = try await store.offersConfigured(campaign: campaign, apps: apps) ? try await OffersCommand.signers(store) : nil
                 let claim = try await store.winbackClaim(campaign: campaign, consumer: consumer, limit: limit, lease: lease, asOf: at,
-                                                     apps: app.apps)
+                                                     apps: apps)
                 if claim.expired > 0 {
                     Logger(label: "churnwatch.winback").info("expired entries past their window", metadata: [
                         "campaign": "\(campaign.rawValue)", "expired": "\(claim.expired)"])
@@ -230,7 +231,7 @@ struct WinbackCommand: AsyncParsableCommand {
                 guard (1...100_000).contains(limit) else { throw CLIError.configuration("--limit \(limit) is not between 1 and 100000") }
                 let store = try WinbackCommand.store(global)
                 try await store.schemaCheck()
-                for entry in try await store.winbackList(campaign: campaign, status: status, limit: limit, apps: app.apps) {
+                for entry in try await store.winbackList(campaign: campaign, status: status, limit: limit, apps: try await app.named(store)) {
                     print(try JSONOutput.line(WinbackQueueEntryJSON(entry)))
                 }
             }

@@ -146,9 +146,17 @@ extension AppStoreConfiguration {
         return url
     }
 
+    /// Checks a .p8 key file as a configuration reads it (readable, a PEM PKCS#8 P-256 private
+    /// key), before it is stored as an app's key; the message names `setting` and the file,
+    /// never its content.
+    public static func checkPrivateKeyFile(_ path: String, setting: String) throws(ConfigurationError) {
+        var warnings: [String] = []
+        _ = try loadPrivateKey(at: path, warnings: &warnings, name: setting)
+    }
+
     /// Reads the .p8 key. Messages name the file, never its content.
-    static func loadPrivateKey(at path: String, warnings: inout [String]) throws(ConfigurationError) -> P256.Signing.PrivateKey {
-        let name = Variable.privateKeyPath
+    static func loadPrivateKey(at path: String, warnings: inout [String],
+                               name: String = Variable.privateKeyPath) throws(ConfigurationError) -> P256.Signing.PrivateKey {
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -226,7 +234,9 @@ extension AppStoreConfiguration {
     }
 
     private static func readFailure(_ path: String) -> String {
-        if !FileManager.default.fileExists(atPath: path) { return "no such file" }
+        var directory: ObjCBool = false
+        if !FileManager.default.fileExists(atPath: path, isDirectory: &directory) { return "no such file" }
+        if directory.boolValue { return "a directory, not a file" }
         if !FileManager.default.isReadableFile(atPath: path) { return "permission denied" }
         return "unreadable"
     }
