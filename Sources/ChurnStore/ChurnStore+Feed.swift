@@ -92,7 +92,10 @@ extension ChurnStore {
     static let feedItemColumns: PostgresQuery = """
         s.original_transaction_id, 'feed' AS reason, 0 AS attempts, s.environment, s.receipt_data,
         s.app_account_token, s.customer_ref, s.snapshot, s.latest_transaction_id, s.history_revision,
-        s.established_at, s.state_version, g.segment, g.segment_since, s.last_polled_at IS NULL AS never_polled,
+        s.established_at, s.state_version, g.segment, g.segment_since,
+        -- No state from a successful poll: never polled, only failed polls (no state at all), or
+        -- a state the first sync established that no poll has replaced (a poll clears it).
+        (s.last_polled_at IS NULL OR s.snapshot IS NULL OR s.established_at IS NOT NULL) AS never_polled,
         (SELECT coalesce(array_agg(w.campaign || ' ' || w.episode), '{}') FROM churnwatch.winback_queue w
           WHERE w.original_transaction_id = s.original_transaction_id AND w.status IN ('pending', 'claimed')) AS live
         """

@@ -66,6 +66,18 @@ extension ChurnStore {
         }
     }
 
+    /// The newest finished run of `kind` whose as-of lies in `range` (a night), if any.
+    public func runFindFinished(kind: RunRecord.Kind, asOfIn range: Range<Date>) async throws -> RunRecord? {
+        try await pool.withConnection { db in
+            try db.query("""
+                SELECT \(Self.runColumns) FROM churnwatch.runs
+                WHERE bundle_id = \(app) AND kind = \(kind.rawValue) AND finished_at IS NOT NULL
+                  AND as_of >= \(range.lowerBound) AND as_of < \(range.upperBound)
+                ORDER BY as_of DESC, id DESC LIMIT 1
+                """).map(Self.decodeRun).first
+        }
+    }
+
     /// Marks a freshly planned run as waiting (`planning`) while its process first finishes an
     /// earlier night's run; `runResume` sets it running when its turn comes.
     public func runMarkWaiting(_ id: Int64) async throws {

@@ -5,7 +5,8 @@ import Foundation
 ///
 /// A night is a UTC day (the day `segment_daily` is written for). An unfinished run of tonight
 /// (or of a later day, when an operator replays an earlier `--as-of`) is resumed and nothing is
-/// planned. Unfinished runs of earlier days are resumed oldest first and closed (each writes its
+/// planned; a finished run of tonight means the night is done, and nothing is planned either (a
+/// re-run after another app of the same night stopped adds no empty run). Unfinished runs of earlier days are resumed oldest first and closed (each writes its
 /// own day of history); tonight's run is planned before them, so a stop while an old night is
 /// being finished cannot cost tonight its run, and it is worked after them.
 public struct NightlyQueue: Sendable, Equatable {
@@ -23,23 +24,34 @@ public struct NightlyQueue: Sendable, Equatable {
     public var resume: [Int64]
     /// Tonight has no run yet: plan it first, work it after `resume`.
     public var planTonight: Bool
+    /// Tonight's run that already finished (nothing planned for it again).
+    public var doneTonight: Int64?
 
-    public init(resume: [Int64], planTonight: Bool) {
+    public init(resume: [Int64], planTonight: Bool, doneTonight: Int64? = nil) {
         self.resume = resume
         self.planTonight = planTonight
+        self.doneTonight = doneTonight
     }
 
-    /// The queue for tonight (`asOf`), given the unfinished nightly runs.
-    public static func decide(unfinished: [Night], tonight asOf: Date) -> NightlyQueue {
+    /// The queue for tonight (`asOf`), given the unfinished nightly runs and a finished one of
+    /// tonight's day, if any (``nightRange(_:)``).
+    public static func decide(unfinished: [Night], finishedTonight: Night? = nil, tonight asOf: Date) -> NightlyQueue {
         let tonight = day(asOf)
         let ordered = unfinished.sorted { ($0.asOf, $0.runId) < ($1.asOf, $1.runId) }
         let hasTonight = ordered.contains { day($0.asOf) >= tonight }
-        return NightlyQueue(resume: ordered.map(\.runId), planTonight: !hasTonight)
+        let done = finishedTonight.flatMap { day($0.asOf) == tonight ? $0.runId : nil }
+        return NightlyQueue(resume: ordered.map(\.runId), planTonight: !hasTonight && done == nil, doneTonight: hasTonight ? nil : done)
     }
 
     /// The UTC day number of `date` (days since 1970-01-01).
     public static func day(_ date: Date) -> Int {
         Int((date.timeIntervalSince1970 / 86_400).rounded(.down))
+    }
+
+    /// The moments of the night (UTC day) `date` falls in.
+    public static func nightRange(_ date: Date) -> Range<Date> {
+        let start = Date(timeIntervalSince1970: Double(day(date)) * 86_400)
+        return start..<start.addingTimeInterval(86_400)
     }
 }
 

@@ -14,11 +14,16 @@ extension RunEngine {
             windows.feedEnvironments = try await syncFeed(feed, locks: locks)
             if let reason = feedSummary?.stopped { return .stopped(runId: nil, .requested("\(reason), in the change feed's sync")) }
             if let answerer = options.refunds { await answerRefunds(answerer) }
+            if let stop = try await persist("feed check", { try await self.feedStop(feed) }) { return .stopped(runId: nil, stop) }
         }
         guard let plan = try await planNights(locks: locks, windows: windows) else {
             return .anotherRunInProgress(runId: try await store.runFindUnfinished(kind: .nightly)?.id)
         }
         let (runs, tonight, recovered) = (plan.runs, plan.tonight, plan.recovered)
+        if runs.isEmpty, let done = plan.done {
+            logger.info("tonight's run finished already: nothing planned", metadata: ["run": "\(done)"])
+            return .nightDone(runId: done)
+        }
         var outcome = RunOutcome.nothingToJoin
         for (index, run) in runs.enumerated() {
             if run.id != tonight {
@@ -49,6 +54,28 @@ extension RunEngine {
         var runs: [RunRecord]
         var tonight: Int64?
         var recovered: [Int64: Int]
+        /// Tonight's run, finished already (``NightlyQueue/doneTonight``).
+        var done: Int64?
+    }
+
+    /// Why the night stops after the change feed's sync, before anything is planned; nil: go on.
+    /// Apple refusing the key (or a server not trusted) stops it: every poll would fail alike.
+    /// A first sync not read through (Apple unavailable, however many nights it takes) stops it
+    /// too: a run planned before the sync established the subscriptions would poll them first,
+    /// and the history read later would be logged as news.
+    func feedStop(_ feed: FeedSync) async throws -> RunStop? {
+        guard let failure = feedSummary?.failure else { return nil }
+        let stop = RunStop(failure.failureClass.scope, detail: failure.reason) ?? .appleUnavailable(failure.reason)
+        switch failure.failureClass.scope {
+        case .unauthorized, .untrustedServer: return stop
+        case .appleUnavailable, .subscription:
+            for environment in feed.environments where try await store.feedStateRead(environment: environment).cursor.syncedUntil == nil {
+                logger.notice("the change feed's first sync is not read through: nothing planned before it is (the next run resumes it)",
+                              metadata: ["environment": "\(environment.rawValue)", "error": "\(failure.reason)"])
+                return stop
+            }
+            return nil
+        }
     }
 
     /// Plans the night. A PostgreSQL restart meanwhile is ridden out like one mid-run: planning
@@ -68,13 +95,15 @@ extension RunEngine {
 
     private func planNightsOnce(windows: PlanWindows) async throws -> NightPlan {
         let unfinished = try await store.runFindUnfinishedAll(kind: .nightly)
-        let queue = NightlyQueue.decide(unfinished: unfinished.map { .init(runId: $0.id, asOf: $0.asOf) }, tonight: options.asOf)
+        let finished = try await store.runFindFinished(kind: .nightly, asOfIn: NightlyQueue.nightRange(options.asOf))
+        let queue = NightlyQueue.decide(unfinished: unfinished.map { .init(runId: $0.id, asOf: $0.asOf) },
+                                        finishedTonight: finished.map { .init(runId: $0.id, asOf: $0.asOf) }, tonight: options.asOf)
         var runs = queue.resume.compactMap { id in unfinished.first { $0.id == id } }
         // Items of the earlier runs come back first (dead workers', failed for the whole run),
         // so tonight's plan leaves every open one to its earlier run.
         var recovered: [Int64: Int] = [:]
         for run in runs { recovered[run.id] = try await recoverItems(run) }
-        guard queue.planTonight else { return NightPlan(runs: runs, tonight: nil, recovered: recovered) }
+        guard queue.planTonight else { return NightPlan(runs: runs, tonight: nil, recovered: recovered, done: queue.doneTonight) }
         let (created, byReason) = try await store.runCreateNightly(asOf: options.asOf, windows: windows, params: options.params,
                                                                    behind: runs.map(\.id))
         logger.info("planned run", metadata: [

@@ -71,6 +71,8 @@ public enum RunOutcome: Sendable {
     case anotherRunInProgress(runId: Int64?)
     /// Nothing to join.
     case nothingToJoin
+    /// Tonight's run (this id) finished already: the night is done, nothing was planned.
+    case nightDone(runId: Int64)
     /// `backfill --resume` with no unfinished backfill.
     case nothingToResume
     /// A backfill of another cohort is unfinished: one backfill at a time.

@@ -324,6 +324,7 @@ extension RunOutcome {
         case .joinedAndDrained(let id, _), .otherBackfillUnfinished(let id, _): return id
         case .stopped(let id, _): return id
         case .anotherRunInProgress(let id): return id
+        case .nightDone(let id): return id
         case .nothingToJoin, .nothingToResume: return nil
         }
     }
@@ -335,6 +336,7 @@ extension RunOutcome {
         case .joinedAndDrained: return "joined_and_drained"
         case .anotherRunInProgress: return "another_run_in_progress"
         case .nothingToJoin: return "nothing_to_join"
+        case .nightDone: return "night_done"
         case .stopped(_, let stop): return stop.label
         case .nothingToResume: return "nothing_to_resume"
         case .otherBackfillUnfinished: return "other_backfill_unfinished"

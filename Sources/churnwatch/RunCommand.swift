@@ -202,6 +202,8 @@ enum RunOutcomeReport {
             output("another \(noun) is in progress: " + (runId.map { "run \($0)" } ?? "its process is still planning it"))
         case .nothingToJoin:
             output("no \(noun) in progress to join")
+        case .nightDone(let runId):
+            output("run \(runId) finished tonight's night already: nothing to do (`churnwatch status \(runId)` shows it; a later --as-of plans the next night)")
         case .nothingToResume:
             output("no unfinished \(noun) to resume")
         case .otherBackfillUnfinished(let runId, let cohort):
@@ -214,6 +216,9 @@ enum RunOutcomeReport {
     /// The one line a stopped run ends with.
     static func message(_ stop: RunStop, runId: Int64?) -> String {
         guard let runId else {
+            if case .unauthorized = stop {
+                return "Apple rejected the API key: check issuer id, key id and key (the change feed's sync stopped before planning; the next run resumes it)"
+            }
             return "resumable: stopped before planning (\(stop.reason)); the next run resumes the sync from its cursor"
         }
         return switch stop {

@@ -39,6 +39,19 @@ struct NightlyQueueTests {
         #expect(q == NightlyQueue(resume: [5], planTonight: false))
     }
 
+    @Test func aFinishedRunOfTonightMeansTheNightIsDone() {
+        // Issue 40: re-running a night another app did not finish added an empty run for this one.
+        let done = NightlyQueue.decide(unfinished: [], finishedTonight: .init(runId: 7, asOf: nov1), tonight: at("2026-11-01T09:00:00Z"))
+        #expect(done == NightlyQueue(resume: [], planTonight: false, doneTonight: 7))
+        // Yesterday's finished run is no reason to skip tonight.
+        let next = NightlyQueue.decide(unfinished: [], finishedTonight: .init(runId: 7, asOf: oct31), tonight: nov1)
+        #expect(next == NightlyQueue(resume: [], planTonight: true))
+        // An earlier night still unfinished is resumed; tonight, done, is not planned again.
+        let behind = NightlyQueue.decide(unfinished: [.init(runId: 4, asOf: oct31)], finishedTonight: .init(runId: 7, asOf: nov1), tonight: nov1)
+        #expect(behind == NightlyQueue(resume: [4], planTonight: false, doneTonight: 7))
+        #expect(NightlyQueue.nightRange(at("2026-11-01T09:00:00Z")) == at("2026-11-01T00:00:00Z")..<at("2026-11-02T00:00:00Z"))
+    }
+
     @Test func nightsAreUTCDays() {
         #expect(NightlyQueue.day(at("2026-11-01T00:00:00Z")) == NightlyQueue.day(at("2026-11-01T23:59:59Z")))
         #expect(NightlyQueue.day(at("2026-10-31T23:59:59Z")) + 1 == NightlyQueue.day(at("2026-11-01T00:00:00Z")))
