@@ -40,553 +40,31 @@ Exit 2: could not run at all (server, psql or churnwatch unusable).
 from __future__ import annotations
 
 import argparse
-import base64
 import csv
-import datetime as dt
-import io
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import urllib.parse
-import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import scenario  # noqa: E402
+import second_app  # noqa: E402
 import server as srv  # noqa: E402
+from checker import Checker, bundle_filter, check_feed_table  # noqa: E402
+from expected import FEED_REASONS, expected_campaign, expected_segment  # noqa: E402
+from first_app import build_world  # noqa: E402
+from scenario import APP_APPLE_ID, BUNDLE_ID, DAY, HOUR, SERVER_LEAD, Script, iso, night_ms  # noqa: E402
 
-DAY = srv.DAY_MS
-HOUR = 3_600_000
-# Night 0 is 2026-12-01T02:00:00Z (--first-night moves it); night k is k days later. The
-# server's clock runs 7 minutes ahead of --as-of, as in a real run where Apple answers a little
-# after the run's as-of moment.
-SERVER_LEAD = 7 * 60_000
-T0 = int(dt.datetime(2026, 12, 1, 2, 0, tzinfo=dt.timezone.utc).timestamp() * 1000)
-BUNDLE_ID = "com.Indie-Labs.churn-Conformance"
-APP_APPLE_ID = 6_450_001_234
-
-# How the scripted changes are made observable on the night they happen: every change is
-# scheduled 6 hours before a night (between two nights), and each run is told
-# `--stale-after 20h`, so every subscriber was last polled 24 h earlier and is due every night
-# (stale) on top of the default windows. The default windows alone would, by design, see a
-# mid-period auto-renew flip only near the period's start or end.
-RUN_WINDOWS = ["--stale-after", "20h"]
 # After the --nights nights, FEED_ONLY_NIGHTS more with windows that select nothing by date (and
 # the default --stale-after): the change feed alone keeps state current (docs/contracts.md
 # "Planning with the change feed"), the safety net polls where it is silent and should not be.
 FEED_ONLY_NIGHTS = 2
 ZERO_WINDOWS = ["--start-window", "0s", "--end-window", "0s", "--lapsed-window", "0s"]
-# The reasons the change feed plans by (docs/contracts.md "Planning with the change feed").
-FEED_REASONS = {"new", "failed", "stale", "billing_no_news", "period_end_unnotified"}
-WINBACK_HORIZON = 60 * DAY   # docs/contracts.md: win-back / resubscribe prompts for 60 days after expiry
-RETRY_LIMIT = 60 * DAY       # Apple retries at most 60 days
 REFUND_DECLINE_AFTER = 0.5   # CHURNWATCH_REFUND_DECLINE_AFTER: DECLINE a delivered purchase from half its period on
 # Send Consumption Information answers that are the injected transient faults (or the rate
 # limit), not a refusal: churnwatch tries again.
 TRANSIENT_CODES = {5000001, 4290000}
-
-CAMPAIGN = {
-    "will_not_renew": "save_offer", "price_increase_pending": "save_offer",
-    "grace_period": "billing_fix", "billing_retry": "billing_fix",
-    "churned_voluntary": "winback_offer", "churned_price_increase": "winback_offer", "churned_other": "winback_offer",
-    "churned_billing": "resubscribe_prompt", "churned_product_unavailable": "resubscribe_prompt",
-}
-
-
-def night_ms(k: int) -> int:
-    return T0 + k * DAY
-
-
-def before_night(k: int, hours: float = 6) -> int:
-    """A scripted change's moment: `hours` before night k."""
-    return night_ms(k) - int(hours * HOUR)
-
-
-def iso(ms: int) -> str:
-    return dt.datetime.fromtimestamp(ms / 1000, tz=dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-# --------------------------------------------------------------------------------------------
-# The scripted world
-# --------------------------------------------------------------------------------------------
-class Script:
-    def __init__(self, bundle_id: str = BUNDLE_ID, app_apple_id: int = APP_APPLE_ID, seed: int = 7):
-        self.world = srv.World(bundle_id, app_apple_id, seed)
-        self.actions: list[tuple[int, str, str, dict]] = []  # (at_ms, otid, action, kwargs)
-        self.rows: list[dict] = []  # import CSV rows
-        self.names: dict[str, str] = {}  # otid -> scenario name
-        self.forged: dict[int, set[str]] = {}  # night -> subscriptions whose answer is forged that night
-        self.replayed: dict[int, dict[str, int]] = {}  # night -> {subscription: night whose answer is replayed}
-        # Refund requests: what the app writes in churnwatch.refund_consent and when (None: right
-        # after the import), the moments cron runs `churnwatch notifications sync` between the
-        # nights, and the transient faults some of those syncs meet on Send Consumption Information.
-        self.consents: list[dict] = []
-        self.cron: list[int] = []
-        self.cron_faults: dict[int, dict] = {}
-
-    def sub(self, name: str, product: str, expires_in_days: float, *, periods_before: int = 0,
-            environment: str = "Production", import_env: str | None = None, ownership: str = "PURCHASED",
-            customer: str | None = None, auto_renew: int = 1, offer: tuple | None = None,
-            customer_ref: str | None = None, token: bool = True, winback_ids: list[str] | None = None,
-            legacy: bool = False) -> str:
-        w = self.world
-        otid = w.new_id()
-        period = srv.PRODUCTS[product][1]
-        expires = T0 + int(expires_in_days * DAY)
-        start = expires - (periods_before + 1) * period
-        s = srv.Subscription(otid=otid, customer=customer or otid, environment=environment, ownership=ownership,
-                             app_account_token=str(uuid.uuid4()) if token else None, auto_renew=1,
-                             winback_offer_ids=winback_ids)
-        w.add(s, product, start, offer)  # SUBSCRIBED, then a DID_RENEW per renewal (notified as they happen)
-        while s.latest.expires_ms < expires:
-            w._renew(s, s.latest.expires_ms)
-        if auto_renew == 0:  # turned off two hours into the last period, before the check starts
-            s.auto_renew = 0
-            w.notify(s, "DID_CHANGE_RENEWAL_STATUS", "AUTO_RENEW_DISABLED", s.latest.purchase_ms + 2 * HOUR)
-        self.names[otid] = name
-        row = {"original_transaction_id": otid, "app_account_token": s.app_account_token or "",
-               "customer_ref": customer_ref or f"cust-{name}", "environment": import_env or environment}
-        if legacy:  # registered with a stored receipt: churnwatch polls it through verifyReceipt
-            s.receipt = base64.b64encode(f"indie-receipt:{otid}:{uuid.uuid4()}".encode()).decode()
-            row["receipt_data"] = s.receipt
-        self.rows.append(row)
-        return otid
-
-    def at(self, k: int, otid: str, action: str, hours: float = 6, **kw):
-        self.actions.append((before_night(k, hours), otid, action, kw))
-
-    def at_ms(self, at_ms: int, otid: str, action: str, **kw):
-        self.actions.append((at_ms, otid, action, kw))
-
-    def consent(self, otid: str, key: str, consented: bool, delivery: str | None = None, sample: bool | None = None,
-                at_ms: int | None = None):
-        """A refund_consent row the app writes for the customer of `otid`, by its app account
-        token (key "token") or its original transaction id (key "otid")."""
-        self.consents.append({"otid": otid, "key": key, "consented": consented, "delivery": delivery, "sample": sample,
-                              "at": at_ms})
-
-    def every_10_minutes(self, first_ms: int, last_ms: int):
-        """cron's `notifications sync` every 10 minutes from first_ms to last_ms."""
-        self.cron += list(range(first_ms, last_ms + 1, 10 * 60_000))
-
-
-def build_world(feed_night: int = 8) -> tuple[srv.World, Script]:
-    """The scripted world. `feed_night` is the first of the FEED_ONLY_NIGHTS nights run with
-    windows that select nothing by date (the change feed alone keeps state current)."""
-    sc = Script()
-    M, Y, B, P = "com.indie.premium.monthly", "com.indie.premium.yearly", "com.indie.basic.monthly", "com.indie.pro.monthly"
-    wb = ["winback.été.50", "winback-basic-1"]
-    # -- stays active; renewals during the check ("a renewal each month")
-    sc.sub("active-monthly", M, 10, periods_before=3)
-    sc.sub("active-renews-n3", M, 2.5, periods_before=1)
-    sc.sub("active-renews-n6", M, 5.5)
-    sc.sub("active-yearly", Y, 200, periods_before=1)
-    sc.sub("active-yearly-renews-n2", Y, 1.5, periods_before=2)
-    sc.sub("active-basic", B, 7.25, periods_before=5, customer_ref='Müller, Anna "Ø"')
-    sc.sub("active-offer7", M, 12, offer=(7, "été-2026-специальное", "PAY_AS_YOU_GO"))  # an offerType Apple hasn't invented
-    sc.sub("active-no-token", M, 14, token=False)
-    # -- one customer, two subscriptions in two groups: the status answer holds both
-    multi = sc.sub("multi-premium-off-n2", M, 9, periods_before=2)
-    sc.sub("multi-pro-active", P, 4.5, periods_before=2, customer=multi)
-    sc.at(2, multi, "auto_renew_off")
-    # -- more than 20 transactions (history paging: 2 and 3 pages)
-    sc.sub("long-history-renews", M, 3.5, periods_before=31)
-    long2 = sc.sub("long-history-off-n3", M, 11, periods_before=24)
-    sc.at(3, long2, "auto_renew_off")
-    # -- trial, auto-renew already off at the first poll, expires on night 7
-    sc.sub("trial-off-expires-n7", M, 6.5, auto_renew=0, offer=(1, None, "FREE_TRIAL"), winback_ids=wb)
-    # -- saves: off then back on
-    s1 = sc.sub("save-monthly", M, 15, periods_before=1)
-    sc.at(2, s1, "auto_renew_off")
-    sc.at(4, s1, "auto_renew_on")
-    s2 = sc.sub("save-yearly", Y, 100)
-    sc.at(1, s2, "auto_renew_off")
-    sc.at(5, s2, "auto_renew_on")
-    s3 = sc.sub("off-stays-off", M, 20)
-    sc.at(3, s3, "auto_renew_off")
-    # -- off then expired (intent 1)
-    e1 = sc.sub("off-n1-expires-n4", M, 3.5, periods_before=2, winback_ids=wb)
-    sc.at(1, e1, "auto_renew_off")
-    e2 = sc.sub("off-n2-expires-n3-yearly", Y, 2.5, periods_before=1)
-    sc.at(2, e2, "auto_renew_off")
-    e3 = sc.sub("off-and-expired-between-polls", M, 3.9 - 0, periods_before=1)  # expires 3.9 d after night 0
-    sc.at(4, e3, "auto_renew_off", hours=12)  # off at 3.5 d, expiry at 3.9 d: only `expired` is observable
-    # -- billing
-    g1 = sc.sub("grace-recovers-n5", M, 1.5, periods_before=2)
-    sc.at(1, g1, "billing_fails", grace_days=16, recover_at=T0 + int(4.5 * DAY))
-    g2 = sc.sub("grace-expires-retry-gives-up-n6", M, 0.5, periods_before=4)
-    sc.at(0, g2, "billing_fails", hours=30, grace_days=3, give_up_at=T0 + int(5.5 * DAY))
-    r1 = sc.sub("retry-no-grace", M, 1.5, periods_before=1)
-    sc.at(1, r1, "billing_fails")
-    r2 = sc.sub("retry-no-grace-recovers-n6", M, 2.5, periods_before=1)
-    sc.at(2, r2, "billing_fails", recover_at=T0 + int(5.2 * DAY))
-    g3 = sc.sub("yearly-grace", Y, 3.5, periods_before=1)
-    sc.at(3, g3, "billing_fails", grace_days=6)
-    r3 = sc.sub("in-retry-before-first-poll", M, -3, periods_before=2)
-    sc.at(0, r3, "billing_fails", hours=24 * 4)
-    # -- refunds
-    f1 = sc.sub("refund-n2", M, 20, periods_before=1)
-    sc.at(2, f1, "refund")
-    f2 = sc.sub("refund-n2-reversed-n4", M, 25)
-    sc.at(2, f2, "refund", auto_renew_off=False)
-    sc.at(4, f2, "refund_reversed")
-    f3 = sc.sub("refund-yearly-reason0-n5", Y, 300)
-    sc.at(5, f3, "refund", reason=0)
-    # -- plan changes
-    d1 = sc.sub("downgrade-n2-cancelled-n4", Y, 150)
-    sc.at(2, d1, "downgrade", product=B)
-    sc.at(4, d1, "cancel_downgrade")
-    d2 = sc.sub("downgrade-n1-applies-n4", M, 3.5, periods_before=1)
-    sc.at(1, d2, "downgrade", product=B)
-    # -- price increases
-    p1 = sc.sub("price-increase-n1-accepted-n3", M, 20)
-    sc.at(1, p1, "price_increase")
-    sc.at(3, p1, "price_consent")
-    p2 = sc.sub("price-increase-expires-n3", M, 2.5, periods_before=1, winback_ids=wb[1:])
-    sc.at(0, p2, "price_increase", hours=30)
-    p3 = sc.sub("price-increase-yearly-n4", Y, 100)
-    sc.at(4, p3, "price_increase")
-    # -- product not for sale
-    n1 = sc.sub("not-for-sale-expires-n4", M, 3.5, periods_before=1)
-    sc.at(1, n1, "not_for_sale")
-    # -- family sharing
-    sc.sub("family-member", M, 4.5, periods_before=1, ownership="FAMILY_SHARED", token=False)
-    fm2 = sc.sub("family-member-revoked-n3", M, 18, ownership="FAMILY_SHARED")
-    sc.at(3, fm2, "refund", reason=0, revocation_type="FAMILY_REVOKE")
-    # -- sandbox
-    sb1 = sc.sub("sandbox-off-n4", M, 2.5, environment="Sandbox")
-    sc.at(4, sb1, "auto_renew_off")
-    sc.sub("sandbox-registered-as-production", M, 8, environment="Sandbox", import_env="Production")
-    # -- churned before the first night
-    sc.sub("churned-10-days-ago", M, -10, periods_before=3, auto_renew=0, winback_ids=wb)
-    sc.sub("churned-90-days-ago", M, -90, periods_before=1, auto_renew=0)
-    resub = sc.sub("churned-5-days-ago-resubscribes-n3", M, -5, periods_before=1, auto_renew=0)
-    sc.at(3, resub, "resubscribe")
-    wbr = sc.sub("churned-20-days-ago-winback-offer-n5", M, -20, auto_renew=0, winback_ids=wb)
-    sc.at(5, wbr, "resubscribe", offer=(4, "winback.été.50", "FREE_TRIAL"))
-    # -- the customer of active-monthly also buys a consumable and a non-consumable (history only)
-    first = sc.rows[0]["original_transaction_id"]
-    sc.at(0, first, "buy_one_off", hours=40, product="com.indie.coins.100", type="Consumable")
-    sc.at(3, first, "buy_one_off", product="com.indie.lifetime.theme", type="Non-Consumable")
-    lh = [o for o, n in sc.names.items() if n == "long-history-renews"][0]
-    sc.at(2, lh, "buy_one_off", product="com.indie.coins.500", type="Consumable")
-    # -- immediate upgrade (a PURCHASE; the old transaction isUpgraded): not a churn
-    u1 = sc.sub("upgrade-to-yearly-n3", M, 12, periods_before=2)
-    sc.at(3, u1, "upgrade", product=Y)
-    # -- the customer cancels during grace / during retry: Apple stops retrying, expired intent 1
-    c1 = sc.sub("grace-then-cancelled-n3", M, 1.5, periods_before=1, winback_ids=wb)
-    sc.at(1, c1, "billing_fails", grace_days=16)
-    sc.at(3, c1, "auto_renew_off")
-    c2 = sc.sub("retry-then-cancelled-n4", M, 0.5, periods_before=1)
-    sc.at(0, c2, "billing_fails", hours=20)
-    sc.at(4, c2, "auto_renew_off")
-    # -- refunds that must end a live campaign
-    rw = sc.sub("off-n1-refunded-n3", M, 20, periods_before=1)
-    sc.at(1, rw, "auto_renew_off")
-    sc.at(3, rw, "refund")
-    rc = sc.sub("churned-8-days-ago-refunded-n2", M, -8, auto_renew=0)
-    sc.at(2, rc, "refund")
-    # -- expiration intent 5 (other) and 9 (a value Apple hasn't invented yet)
-    i5 = sc.sub("expires-intent-5-n3", M, 2.5, periods_before=1)
-    sc.at(1, i5, "expire_with_intent", intent=5)
-    i9 = sc.sub("expires-intent-9-n4", M, 3.5, periods_before=1)
-    sc.at(1, i9, "expire_with_intent", intent=9)
-    # -- Apple's status lags: still 4 for a day after the grace end; docs/churn-model.md judges grace by its date
-    gl = sc.sub("grace-status-lags-n3", M, 0.5, periods_before=1)
-    sc.at(0, gl, "billing_fails", hours=20, grace_days=2)
-    sc.world.subs[gl].status_lag_ms = DAY
-    # -- price increase pending, then auto-renew off: one save_offer episode
-    pa = sc.sub("price-increase-n1-off-n2", M, 20, periods_before=1)
-    sc.at(1, pa, "price_increase")
-    sc.at(2, pa, "auto_renew_off")
-    # -- a family member whose organizer turns auto-renew off (no campaign: docs/churn-model.md §5)
-    fo = sc.sub("family-member-off-n2", M, 20, ownership="FAMILY_SHARED")
-    sc.at(2, fo, "auto_renew_off")
-    # -- an offer Apple hasn't invented at the next renewal (renewal info offerType 7)
-    o7 = [o for o, n in sc.names.items() if n == "active-offer7"][0]
-    sc.world.subs[o7].renewal_offer = (7, "été-2026-специальное")
-    # -- one customer, a purchased and a family-shared subscription in the same group
-    fam_owner = sc.sub("same-group-purchased-off-n3", M, 16, periods_before=1)
-    sc.sub("same-group-family-shared", Y, 90, ownership="FAMILY_SHARED", customer=fam_owner)
-    sc.at(3, fam_owner, "auto_renew_off")
-    # -- night 4's answer is forged (untrusted chain) just when auto-renew goes off: churnwatch must
-    #    keep the last verified state (docs/contracts.md), and see the change on night 5
-    fg = sc.sub("forged-answer-n4-off-n4", M, 22, periods_before=1)
-    sc.at(4, fg, "auto_renew_off")
-    sc.forged = {4: {fg}}
-    # -- legacy verifyReceipt subscribers (a stored receipt; fact sheet §7)
-    sc.sub("legacy-active-renews-n2", M, 1.5, periods_before=2, legacy=True)
-    l2 = sc.sub("legacy-off-n2-on-n4", M, 12, legacy=True)
-    sc.at(2, l2, "auto_renew_off")
-    sc.at(4, l2, "auto_renew_on")
-    l3 = sc.sub("legacy-grace-recovers-n5", M, 1.5, periods_before=1, legacy=True)
-    sc.at(1, l3, "billing_fails", grace_days=16, recover_at=T0 + int(4.5 * DAY))
-    l4 = sc.sub("legacy-grace-cancelled-n3", M, 0.5, periods_before=1, legacy=True)
-    sc.at(1, l4, "billing_fails", hours=20, grace_days=16)
-    sc.at(3, l4, "auto_renew_off")
-    l5 = sc.sub("legacy-refund-n3", M, 18, periods_before=1, legacy=True)
-    sc.at(3, l5, "refund")
-    sc.sub("legacy-sandbox-receipt", M, 6.5, environment="Sandbox", import_env="Production", legacy=True)
-    l7 = sc.sub("legacy-retry-gives-up-n5", M, 0.5, periods_before=1, legacy=True)
-    sc.at(0, l7, "billing_fails", hours=20, give_up_at=T0 + int(4.5 * DAY))
-    l8 = sc.sub("legacy-price-increase-n1", M, 25, legacy=True)
-    sc.at(1, l8, "price_increase")
-    l9 = sc.sub("legacy-off-n1-expires-n3", Y, 2.5, legacy=True)
-    sc.at(1, l9, "auto_renew_off")
-    l10 = sc.sub("legacy-downgrade-n2", Y, 40, legacy=True)
-    sc.at(2, l10, "downgrade", product=M)
-    l11 = sc.sub("legacy-grace-ends-retry-n4", M, 1.5, periods_before=1, legacy=True)
-    sc.at(1, l11, "billing_fails", grace_days=2)
-    sc.sub("legacy-same-customer-pro", P, 9, legacy=True, customer=l11)
-    # -- saved, renewed, then off again in the new period: a new save_offer episode
-    sv = sc.sub("save-n2-renews-n3-off-again-n5", M, 2.5, periods_before=1)
-    sc.at(1, sv, "auto_renew_off")
-    sc.at(2, sv, "auto_renew_on")
-    sc.at(5, sv, "auto_renew_off")
-    # -- expired 59.5 days before the first night: a win-back on night 0, its 60 days over by night 1
-    sc.sub("churned-59.5-days-ago", M, -59.5, auto_renew=0, winback_ids=wb)
-    # -- a price increase and a pending downgrade at once: price_increase_pending comes first
-    pd = sc.sub("price-increase-and-downgrade-n2", Y, 60)
-    sc.at(2, pd, "downgrade", product=B)
-    sc.at(2, pd, "price_increase", hours=5)
-    # -- churned from yearly, comes back on a monthly product
-    cy = sc.sub("churned-yearly-back-monthly-n4", Y, -12, auto_renew=0)
-    sc.at(4, cy, "resubscribe", product=M)
-    # -- night 5 gets night 3's answer again (older signedDate: a lagging replica): stale, ignored
-    sc.replayed = {5: {[o for o, n in sc.names.items() if n == "save-monthly"][0]: 3,
-                       [o for o, n in sc.names.items() if n == "refund-n2-reversed-n4"][0]: 3}}
-    # -- more legacy receipts: trial with auto-renew off, intents 3 and 4, refund reversed, upgrade
-    lt = sc.sub("legacy-trial-off-expires-n5", M, 4.5, auto_renew=0, offer=(1, None, "FREE_TRIAL"), legacy=True)
-    lp = sc.sub("legacy-price-increase-expires-n3", M, 2.5, periods_before=1, legacy=True)
-    sc.at(0, lp, "price_increase", hours=30)
-    ln = sc.sub("legacy-not-for-sale-n4", M, 3.5, periods_before=1, legacy=True)
-    sc.at(1, ln, "not_for_sale")
-    lr = sc.sub("legacy-refund-n2-reversed-n4", M, 21, legacy=True)
-    sc.at(2, lr, "refund", auto_renew_off=False)
-    sc.at(4, lr, "refund_reversed")
-    lu = sc.sub("legacy-upgrade-n3", M, 14, periods_before=1, legacy=True)
-    sc.at(3, lu, "upgrade", product=Y)
-    sc.sub("legacy-family-member", M, 5.5, ownership="FAMILY_SHARED", legacy=True)
-    lrc = sc.sub("legacy-retry-then-cancelled-n4", M, 0.5, periods_before=1, legacy=True)
-    sc.at(0, lrc, "billing_fails", hours=20)
-    sc.at(4, lrc, "auto_renew_off")
-    # -- refunded while in grace (the billing_fix must go); upgraded while auto-renew was off
-    gr = sc.sub("grace-n2-refunded-n4", M, 1.5, periods_before=1)
-    sc.at(1, gr, "billing_fails", grace_days=16)
-    sc.at(4, gr, "refund")
-    uo = sc.sub("off-n1-upgrades-n3", M, 13, periods_before=1)
-    sc.at(1, uo, "auto_renew_off")
-    sc.at(3, uo, "upgrade", product=Y)
-    # -- changed while the feed alone plans (nights F, F+1: windows that select nothing by date)
-    F = feed_night
-    fo1 = sc.sub("feed-off-nF", M, F + 15, periods_before=1)
-    sc.at(F, fo1, "auto_renew_off")
-    fo2 = sc.sub("feed-off-nF-on-nF1", Y, F + 120)
-    sc.at(F, fo2, "auto_renew_off")
-    sc.at(F + 1, fo2, "auto_renew_on")
-    fo3 = sc.sub("feed-refund-nF1", M, F + 9, periods_before=1)
-    sc.at(F + 1, fo3, "refund")
-    fo4 = sc.sub("feed-grace-nF", M, F - 0.5, periods_before=1)
-    sc.at(F - 1, fo4, "billing_fails", grace_days=16)
-    sc.sub("feed-renews-nF", M, F - 0.3, periods_before=1)
-    fo6 = sc.sub("feed-off-nF-1-expires-nF1", M, F + 0.5, periods_before=1)
-    sc.at(F - 1, fo6, "auto_renew_off")
-    fo7 = sc.sub("feed-price-increase-nF", M, F + 11)
-    sc.at(F, fo7, "price_increase")
-    fo8 = sc.sub("feed-downgrade-nF1", Y, F + 40)
-    sc.at(F + 1, fo8, "downgrade", product=B)
-    fo9 = sc.sub("feed-retry-recovers-nF1", M, F - 0.6, periods_before=1)
-    sc.at(F - 1, fo9, "billing_fails", recover_at=T0 + int((F + 0.6) * DAY))
-    # -- the safety net: Apple's notifications about it are lost from night F on (it turns
-    #    auto-renew off, then expires unnotified): still active as far as the feed knows, so
-    #    churnwatch must poll it once its period has ended (period_end_unnotified)
-    sn = sc.sub("unnotified-off-nF-expires-nF1", M, F + 0.5, periods_before=1)
-    sc.at(F, sn, "notifications_lost", hours=6.5)
-    sc.at(F, sn, "auto_renew_off")
-    # -- the same before the first night: the first sync establishes it from its last (old)
-    #    DID_RENEW, still active; its poll must find it expired and, as a first poll would,
-    #    write no event for what happened before that sync (docs/contracts.md, established_at)
-    sb = sc.sub("unnotified-off-expired-before-first-sync", M, -2, periods_before=1, winback_ids=wb)
-    sc.at(0, sb, "notifications_lost", hours=24 * 20)
-    sc.at(0, sb, "auto_renew_off", hours=24 * 10)
-    # -- refund requests (CONSUMPTION_REQUEST), answered by the syncs cron runs every 10 minutes
-    #    around them (and the nightly run's own sync); a decision (REFUND / REFUND_DECLINED) later
-    build_refund_requests(sc, M, Y)
-    # -- an id neither environment knows
-    sc.rows.append({"original_transaction_id": "420000999999999", "app_account_token": "", "customer_ref": "ghost",
-                    "environment": "Production"})
-    sc.names["420000999999999"] = "unknown-to-apple"
-    sc.actions.sort(key=lambda a: a[0])
-    return sc.world, sc
-
-
-def clock(k: int, hhmm: str) -> int:
-    """hh:mm UTC on the day night k starts (night k runs at 02:00 of that day)."""
-    h, m = map(int, hhmm.split(":"))
-    return night_ms(k) - 2 * HOUR + h * HOUR + m * 60_000
-
-
-def build_refund_requests(sc: Script, M: str, Y: str):
-    """Refund requests over four days, each on a subscriber of its own whose period is chosen so
-    that the share of it elapsed at the request is as named (the policy declines at 0.5 and
-    more when delivered: CHURNWATCH_REFUND_DECLINE_AFTER=0.5)."""
-    def asking(name: str, product: str, at_ms: int, share: float, **kw) -> str:
-        period = srv.PRODUCTS[product][1]
-        expires_in_days = (at_ms + (1 - share) * period - T0) / DAY
-        return sc.sub(name, product, expires_in_days, periods_before=kw.pop("periods_before", 1), **kw)
-
-    # Dec 2, between nights 1 and 2: cron syncs 08:50-10:00 and 11:10-12:00.
-    r1 = asking("refund-req-token-n1", M, clock(1, "09:03"), 0.2)
-    sc.consent(r1, "token", True)  # delivery and sample left to churnwatch: DELIVERED, no trial on record
-    sc.at_ms(clock(1, "09:03"), r1, "refund_request", reason="UNINTENDED_PURCHASE")
-    sc.at_ms(clock(1, "15:00"), r1, "refund_decision", decision="REFUND")
-    r2 = asking("refund-req-otid-declined-n1-again-n4", M, clock(1, "09:07"), 0.74)
-    sc.consent(r2, "otid", True, sample=True)
-    sc.at_ms(clock(1, "09:07"), r2, "refund_request", reason="UNSATISFIED_WITH_PURCHASE")
-    sc.at_ms(clock(1, "21:30"), r2, "refund_decision", decision="REFUND_DECLINED")
-    # the same customer asks again about the same transaction three days later; refunded this time
-    sc.at_ms(clock(4, "10:00"), r2, "refund_request", reason="OTHER")
-    sc.at_ms(clock(4, "16:00"), r2, "refund_decision", decision="REFUND")
-    r3 = asking("refund-req-consent-refused-n1", Y, clock(1, "11:20"), 0.1)
-    sc.consent(r3, "token", False)
-    sc.at_ms(clock(1, "11:20"), r3, "refund_request", reason="LEGAL")
-    sc.at_ms(clock(1, "18:00"), r3, "refund_decision", decision="REFUND")
-    sc.every_10_minutes(clock(1, "08:50"), clock(1, "10:00"))
-    sc.every_10_minutes(clock(1, "11:10"), clock(1, "12:00"))
-    # Dec 3, between nights 2 and 3: cron syncs 14:30-15:40; the first answer meets a 5000001
-    # and a 429 (Retry-After in epoch ms).
-    r4 = asking("refund-req-no-consent-row-n2", M, clock(2, "14:44"), 0.5)
-    sc.at_ms(clock(2, "14:44"), r4, "refund_request", reason="FULFILLMENT_ISSUE")
-    sc.at_ms(clock(2, "20:00"), r4, "refund_decision", decision="REFUND_DECLINED")
-    r5 = asking("refund-req-server-outage-n2", M, clock(2, "14:48"), 0.92)
-    sc.consent(r5, "token", True, delivery="UNDELIVERED_SERVER_OUTAGE", sample=False)
-    sc.at_ms(clock(2, "14:48"), r5, "refund_request", reason="FULFILLMENT_ISSUE")
-    sc.at_ms(clock(2, "19:00"), r5, "refund_decision", decision="REFUND")
-    r6 = asking("refund-req-otid-row-wins-n2", M, clock(2, "14:52"), 0.52)
-    sc.consent(r6, "token", False)
-    sc.consent(r6, "otid", True, sample=False)
-    sc.at_ms(clock(2, "14:52"), r6, "refund_request", reason="UNSATISFIED_WITH_PURCHASE")
-    sc.at_ms(clock(3, "01:00"), r6, "refund_decision", decision="REFUND_DECLINED")
-    r7 = asking("refund-req-share-0.48-undecided-n2", M, clock(2, "14:56"), 0.48, periods_before=0)
-    sc.consent(r7, "token", True, delivery="DELIVERED", sample=False)
-    sc.at_ms(clock(2, "14:56"), r7, "refund_request", reason="OTHER")
-    sc.every_10_minutes(clock(2, "14:30"), clock(2, "15:40"))
-    sc.cron_faults[clock(2, "14:50")] = {"faults": {"consumption": [5000001]}, "force_429": {"consumption"}}
-    # Dec 4, between nights 3 and 4: no sync from night 3 (02:00) to night 4 (02:00 the next
-    # day): a request at 03:00 has passed its deadline (15:00) when churnwatch reads it.
-    r8 = asking("refund-req-no-sync-for-12h-n3", M, clock(3, "03:00"), 0.3)
-    sc.consent(r8, "token", True)
-    sc.at_ms(clock(3, "03:00"), r8, "refund_request", reason="UNINTENDED_PURCHASE")
-    sc.at_ms(clock(3, "22:00"), r8, "refund_decision", decision="REFUND_DECLINED")
-    # Dec 5, between nights 4 and 5: cron syncs 09:50-11:00; a Sandbox customer (answered on the
-    # Sandbox server), and a consent the app turns from refused to given (its upsert) before asking.
-    r9 = asking("refund-req-sandbox-n4", M, clock(4, "10:05"), 0.6, environment="Sandbox")
-    sc.consent(r9, "token", True)
-    sc.at_ms(clock(4, "10:05"), r9, "refund_request", reason="UNINTENDED_PURCHASE")
-    sc.at_ms(clock(4, "18:00"), r9, "refund_decision", decision="REFUND")
-    r10 = asking("refund-req-consent-given-late-n4", Y, clock(4, "10:10"), 0.3)
-    sc.consent(r10, "token", False)
-    sc.consent(r10, "token", True, at_ms=clock(4, "09:00"))
-    sc.at_ms(clock(4, "10:10"), r10, "refund_request", reason="LEGAL")
-    sc.at_ms(clock(4, "23:00"), r10, "refund_decision", decision="REFUND_DECLINED")
-    sc.every_10_minutes(clock(4, "09:50"), clock(4, "11:00"))
-    sc.cron.sort()
-
-
-# --------------------------------------------------------------------------------------------
-# Expected values from the truth (docs/contracts.md)
-# --------------------------------------------------------------------------------------------
-def expected_segment(t: dict | None, now: int) -> str:
-    if t is None:
-        return "unknown"  # never polled successfully
-    if t["revoked"] or t["status"] == 5:
-        return "refunded"
-    if t["status"] == 2:
-        return {1: "churned_voluntary", 2: "churned_billing", 3: "churned_price_increase",
-                4: "churned_product_unavailable"}.get(t["expirationIntent"], "churned_other")
-    if t["status"] in (3, 4):
-        grace = t["gracePeriodExpiresDate"]
-        return "grace_period" if grace is not None and grace > now else "billing_retry"
-    if t["status"] == 1:
-        if t["autoRenewStatus"] == 0:
-            return "will_not_renew"
-        if t["priceIncreaseStatus"] == 0:
-            return "price_increase_pending"
-        if t["autoRenewProductId"] != t["productId"]:
-            return "plan_change_pending"
-        return "active"
-    return "unknown"
-
-
-def expected_campaign(t: dict | None, segment: str, now: int) -> str | None:
-    campaign = CAMPAIGN.get(segment)
-    if t is None or campaign is None:
-        return None
-    if t["ownership"] == "FAMILY_SHARED":
-        # docs/contracts.md doesn't say; docs/churn-model.md §5 documents the choice: the organizer's
-        # own subscription gets the campaign, family members none.
-        return None
-    if campaign in ("winback_offer", "resubscribe_prompt") and now - t["expiresDate"] > WINBACK_HORIZON:
-        return None  # the 60-day window after expiry has closed
-    if campaign == "billing_fix" and now - t["expiresDate"] > RETRY_LIMIT:
-        return None
-    if campaign == "save_offer" and t["expiresDate"] <= now:
-        return None  # "now, until the period ends" (a period ending at the run's very moment, unnotified yet)
-    return campaign
-
-
-# --------------------------------------------------------------------------------------------
-# Running things
-# --------------------------------------------------------------------------------------------
-def bundle_filter(bundle_id: str | None, conj: str = "WHERE") -> str:
-    """` WHERE bundle_id = '...'` (or ` AND ...`) for one app's rows; empty for None."""
-    return f" {conj} bundle_id = '{bundle_id}'" if bundle_id else ""
-
-
-class Checker:
-    def __init__(self, args):
-        self.args = args
-        self.passed = 0
-        self.failed = 0
-        # With --apps N > 1 the contract tables hold every app's rows (a bundle_id column): the
-        # first app's checks read its rows alone. None: one app, the queries are as they were.
-        self.app1_bundle: str | None = None
-        self.repo = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-
-    def check(self, ok: bool, subject: str, night, expected, got):
-        if ok:
-            self.passed += 1
-        else:
-            self.failed += 1
-            print(f"MISMATCH {subject} night {night}: expected {expected}, got {got}", flush=True)
-
-    def last_words(self, r: subprocess.CompletedProcess) -> list[str] | str:
-        """What a failed command said last: its last line; with several apps, each app's line
-        (churnwatch says one per app that did not finish, then a summary)."""
-        if not r.stderr.strip():
-            return ""
-        lines = r.stderr.strip().splitlines()
-        if self.app1_bundle is None:
-            return lines[-1:]
-        return [line for line in lines if line.startswith("churnwatch: ")][-6:] or lines[-1:]
-
-    def only_app1(self, conj: str = "WHERE") -> str:
-        """The condition that keeps the first app's rows of a contract table (with --apps 1, nothing)."""
-        return bundle_filter(self.app1_bundle, conj)
-
-    def psql(self, sql: str) -> list[dict]:
-        return self.psql_url(self.args.database_url, sql)
-
-    def psql_url(self, url: str, sql: str) -> list[dict]:
-        out = subprocess.run(["psql", url, "-X", "-q", "--csv", "-v", "ON_ERROR_STOP=1", "-c", sql],
-                             capture_output=True, text=True)
-        if out.returncode != 0:
-            raise RuntimeError(f"psql failed: {out.stderr.strip()}")
-        return list(csv.DictReader(io.StringIO(out.stdout)))
-
-    def churnwatch(self, args: list[str], env: dict) -> subprocess.CompletedProcess:
-        return subprocess.run([self.args.churnwatch] + args, env=env, cwd=self.repo, capture_output=True, text=True,
-                              timeout=600)
 
 
 def main(argv: list[str]) -> int:
@@ -607,11 +85,8 @@ def main(argv: list[str]) -> int:
                     help="on one night the server answers 401 to every request of app K (2..--apps): "
                     "churnwatch exits 75, the other apps' runs done; app K resumes the next night")
     args = ap.parse_args(argv)
-    global RUN_WINDOWS, T0
     if args.first_night:
-        T0 = int(dt.datetime.fromisoformat(args.first_night.replace("Z", "+00:00")).timestamp() * 1000)
-    if args.default_windows:
-        RUN_WINDOWS = []
+        scenario.set_first_night(args.first_night)
     if args.nights < 6:
         ap.error("--nights must be at least 6")
     if args.apps < 1:
@@ -629,8 +104,6 @@ def main(argv: list[str]) -> int:
     world, script = build_world(feed_night=args.nights)
     others = []
     if args.apps > 1:
-        import second_app
-        second_app.bind(sys.modules[__name__])
         others = [second_app.SecondApp(k, feed_night=args.nights) for k in range(2, args.apps + 1)]
     envs = srv.Environments(workdir, world, log=log, others=[o.world for o in others])
     ck = Checker(args)
@@ -699,7 +172,6 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
     for o in others:  # `churnwatch import --app`
         o.import_subscribers(ck, env, workdir)
     if others:
-        import second_app
         second_app.check_apps_table(ck, BUNDLE_ID, APP_APPLE_ID, others, "-")
 
     names = script.names
@@ -719,7 +191,7 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
     for k in range(args.nights + FEED_ONLY_NIGHTS):
         now = night_ms(k)
         feed_only = k >= args.nights
-        windows = ZERO_WINDOWS if feed_only else RUN_WINDOWS
+        windows = ZERO_WINDOWS if feed_only else ck.run_windows
         forged = script.forged.get(k, set())
 
         def mark_forged(until_ms: int):
@@ -941,7 +413,7 @@ def run_nights(ck: Checker, args, workdir: str, world: srv.World, script: Script
             before = ck.psql("SELECT count(*) AS n FROM churnwatch.churn_events")[0]["n"]
             live_before = ck.psql("SELECT count(*) AS n FROM churnwatch.winback_queue WHERE status IN ('pending','claimed')")[0]["n"]
             notes_before = ck.psql("SELECT count(*) AS n FROM churnwatch.notifications")[0]["n"]
-            r = ck.churnwatch(["run", "--as-of", iso(now), "--log-format", "json"] + RUN_WINDOWS, env)
+            r = ck.churnwatch(["run", "--as-of", iso(now), "--log-format", "json"] + ck.run_windows, env)
             invocations.append(now)
             run_log.write(f"=== night {k} again {iso(now)} exit {r.returncode}\n{r.stdout}\n{r.stderr}\n")
             ck.check(r.returncode == 0, "churnwatch run (re-run)", k, "exit 0", f"exit {r.returncode}")
@@ -1179,7 +651,7 @@ def sandbox_app(ck: Checker, args, workdir: str, world: srv.World, script: Scrip
             now = night_ms(k)
             world.advance(now + SERVER_LEAD)
             truth = world.truth()["subscriptions"]
-            r = ck.churnwatch(["run", "--as-of", iso(now), "--log-format", "json"] + RUN_WINDOWS, env)
+            r = ck.churnwatch(["run", "--as-of", iso(now), "--log-format", "json"] + ck.run_windows, env)
             ck.check(r.returncode == 0, "sandbox app: churnwatch run", k, "exit 0", f"exit {r.returncode}")
             check_segments(ck, url, script, sandbox_rows, {o: expected_segment(t, now) for o, t in truth.items()}, k, "sandbox app",
                            bundle_id=ck.app1_bundle)
@@ -1188,52 +660,6 @@ def sandbox_app(ck: Checker, args, workdir: str, world: srv.World, script: Scrip
                          "sandbox app: change feed", bundle_id=ck.app1_bundle)
     finally:
         ck.psql(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
-
-
-def check_feed_table(ck: Checker, url: str, world: srv.World, script: Script, environment: str, since_ms: int,
-                     until_ms: int, phase: str, bundle_id: str | None = None):
-    """churnwatch.notifications against the notifications the server filed for `environment`:
-    every one signed in [since_ms, until_ms) is there once (by notification_uuid), with its type,
-    subtype and subscription, read from Apple's history; none quarantined but the deliberate
-    forgeries; one-time purchases ignored; nothing the server never issued."""
-    rows = ck.psql_url(url, "SELECT notification_uuid, notification_type, subtype, original_transaction_id, environment, "
-                            "source, outcome, reason FROM churnwatch.notifications" + bundle_filter(bundle_id))
-    by_uuid: dict[str, list[dict]] = {}
-    for r_ in rows:
-        if r_["notification_uuid"]:
-            by_uuid.setdefault(r_["notification_uuid"], []).append(r_)
-    issued = {n.uuid: n for n in world.notifications}
-    expected = [n for n in world.notifications
-                if n.environment == environment and not n.forged and since_ms <= n.signed_ms < until_ms]
-    name = lambda o: script.names.get(o, o)  # noqa: E731
-    missing = [n for n in expected if n.uuid not in by_uuid]
-    ck.check(not missing, f"{phase}: notifications recorded", "-", f"all {len(expected)} issued",
-             f"{len(missing)} missing, e.g. " + ", ".join(f"{name(n.otid)} {n.notification_type}/{n.subtype} {iso(n.signed_ms)}"
-                                                            for n in missing[:6]))
-    dup = {u: len(v) for u, v in by_uuid.items() if len(v) > 1}
-    ck.check(not dup, f"{phase}: notifications recorded once", "-", "no duplicates", dup)
-    stranger = [u for u in by_uuid if u not in issued]
-    ck.check(not stranger, f"{phase}: notifications the server issued", "-", "only those", stranger[:5])
-    wrong, outcomes = [], {}
-    for n in expected:
-        for r_ in by_uuid.get(n.uuid, [])[:1]:
-            outcomes[r_["outcome"]] = outcomes.get(r_["outcome"], 0) + 1
-            # A one-time purchase is about its own transaction (its originalTransactionId), verified and ignored.
-            want_outcome = ("applied", "stale") if n.status is not None else ("ignored",)
-            if (r_["notification_type"], r_["subtype"] or None, r_["original_transaction_id"], r_["source"]) != \
-                    (n.notification_type, n.subtype, n.transaction["originalTransactionId"], "history") \
-                    or r_["outcome"] not in want_outcome:
-                wrong.append(f"{name(n.otid)} {n.notification_type}/{n.subtype}: {dict(r_)}")
-    ck.check(not wrong, f"{phase}: notifications as issued", "-", "type, subtype, subscription, source history, outcome",
-             f"{len(wrong)} differ, e.g. {wrong[:3]}")
-    forged = {n.otid for n in world.notifications if n.forged and n.environment == environment}
-    quarantined = [r_ for r_ in rows if r_["outcome"] == "quarantined"]
-    ck.check(all(r_["original_transaction_id"] in forged or not r_["original_transaction_id"] for r_ in quarantined)
-             and (bool(quarantined) or not forged),
-             f"{phase}: quarantined notifications", "-", f"only the forged ones ({', '.join(name(o) for o in forged) or 'none'})",
-             [f"{name(r_['original_transaction_id'])}: {r_['reason']}" for r_ in quarantined][:5] or "none")
-    print(f"{phase}: {len(rows)} notifications recorded ({len(expected)} expected), outcomes {outcomes}, "
-          f"{len(quarantined)} quarantined", flush=True)
 
 
 def side_database(ck: Checker, args, suffix: str, phase: str) -> tuple[str, str] | None:
@@ -1297,7 +723,7 @@ def https_app(ck: Checker, args, workdir: str, world: srv.World, script: Script,
         now = night_ms(night)
         world.advance(now + SERVER_LEAD)
         truth = world.truth()["subscriptions"]
-        run = ["run", "--as-of", iso(now), "--log-format", "json"] + RUN_WINDOWS
+        run = ["run", "--as-of", iso(now), "--log-format", "json"] + ck.run_windows
 
         r = ck.churnwatch(run, env)
         last = (r.stderr.strip().splitlines() or [""])[-1]

@@ -5,16 +5,13 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-from typing import TYPE_CHECKING
 
 from model import PRODUCTS, Notification, Subscription, Txn
 
-if TYPE_CHECKING:
-    from server import PKI
-
 
 class Payloads:
-    def notification_payload(self, n: Notification, pki: "PKI") -> dict:
+    def notification_payload(self, n: Notification, pki) -> dict:
+        """Its JWS content, the transaction and renewal info signed by `pki` (server.py's PKI)."""
         data = {"bundleId": self.bundle_id, "bundleVersion": "4.2.1", "environment": n.environment,
                 "signedTransactionInfo": pki.sign_jws(n.transaction)}
         if n.environment == "Production":  # Apple: appAppleId isn't present in the sandbox environment

@@ -20,7 +20,8 @@ import urllib.error
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import check  # noqa: E402
+import first_app  # noqa: E402
+import scenario  # noqa: E402
 import second_app  # noqa: E402
 import server as srv  # noqa: E402
 from cryptography.hazmat.primitives import hashes  # noqa: E402
@@ -73,8 +74,7 @@ def payload(jws: str) -> dict:
 
 
 def main() -> int:
-    second_app.bind(check)
-    world1, script1 = check.build_world()
+    world1, script1 = first_app.build_world()
     app2 = second_app.SecondApp(2, feed_night=8)
     world2 = app2.world
     b1, b2 = world1.bundle_id, world2.bundle_id
@@ -82,11 +82,11 @@ def main() -> int:
     envs = srv.Environments(directory, world1, others=[world2])
     try:
         # Both worlds at night 0 (+ the server's lead), their scripts applied up to then.
-        night0 = check.night_ms(0)
+        night0 = scenario.night_ms(0)
         for at, otid, action, kw in script1.actions:
             if at <= night0:
                 world1.act(otid, action, at, **kw)
-        world1.advance(night0 + check.SERVER_LEAD)
+        world1.advance(night0 + scenario.SERVER_LEAD)
         app2.before_run(0, night0, False)
         prod = envs.production.url
 
@@ -129,7 +129,7 @@ def main() -> int:
             st, body = call(prod, "GET", f"/inApps/v1/subscriptions/{o1}", bid, envs)
             expect(st == 401 and body is None, f"bid {bid!r}", "401 with no body", (st, body))
         st, body = call(prod, "POST", "/inApps/v1/notifications/history", "com.example.other", envs,
-                        {"startDate": night0 - 10 * check.DAY, "endDate": night0})
+                        {"startDate": night0 - 10 * scenario.DAY, "endDate": night0})
         expect(st == 401, "notification history with an unknown bid", 401, st)
 
         # Notification history: each app its own.
@@ -145,7 +145,7 @@ def main() -> int:
                     return 200, records
                 token_ = page["paginationToken"]
 
-        window = {"startDate": night0 - 170 * check.DAY, "endDate": night0 + check.DAY}
+        window = {"startDate": night0 - 170 * scenario.DAY, "endDate": night0 + scenario.DAY}
         for w, bid in ((world1, b1), (world2, b2)):
             st, records = history(bid, window)
             want = {n.uuid for n in w.notifications if n.environment == "Production" and window["startDate"] <= n.signed_ms < w.now_ms}
@@ -226,7 +226,7 @@ def main() -> int:
                f"its {len(world2.subs)} subscriptions", (st, len(truth2.get("subscriptions", {}))))
         st, body = call(prod, "GET", "/_indie/truth?bundle_id=com.example.other")
         expect(st == 404, "truth of an unknown bundle id", 404, (st, body))
-        later = check.night_ms(1)
+        later = scenario.night_ms(1)
         for at, otid, action, kw in script1.actions:
             if night0 < at <= later:
                 world1.act(otid, action, at, **kw)
@@ -239,14 +239,14 @@ def main() -> int:
         for at, otid, action, kw in script1.actions:
             if at > later:
                 world1.act(otid, action, at, **kw)
-        app2.advance_to(check.night_ms(12))
+        app2.advance_to(scenario.night_ms(12))
         expect(not set(world1.txn_index) & set(world2.txn_index), "transaction ids after every scripted change", "disjoint",
                sorted(set(world1.txn_index) & set(world2.txn_index))[:5])
     finally:
         envs.stop()
 
     # A one-app server (today's): app 2's bid is 401.
-    one = srv.Environments(tempfile.mkdtemp(prefix="indie-selftest-"), check.build_world()[0])
+    one = srv.Environments(tempfile.mkdtemp(prefix="indie-selftest-"), first_app.build_world()[0])
     try:
         o = next(iter(one.world.subs))
         st, _ = call(one.production.url, "GET", f"/inApps/v1/subscriptions/{o}", b1, one)

@@ -7,7 +7,8 @@ but untidy: a charset in Content-Type, unknown fields, omitted optionals, shuffl
 non-ASCII strings, some `Connection: close`).
 
 Python 3.11 standard library + `cryptography`. Used in-process by check.py; can also run on its
-own (`server.py --dir D`), controlled through POST /_indie/clock and GET /_indie/truth.
+own (`server.py --dir D`, serving first_app.py's world), controlled through POST /_indie/clock and
+GET /_indie/truth.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature, encode_dss_signature
 from cryptography.x509.oid import NameOID
 
-from model import DAY_MS, NOTIFICATION_TYPES, PRODUCTS, Notification, Subscription  # noqa: F401 (DAY_MS: srv.DAY_MS)
+from model import DAY_MS, NOTIFICATION_TYPES, PRODUCTS, Notification, Subscription
 from world import World
 OID_INTERMEDIATE = "1.2.840.113635.100.6.2.1"
 OID_LEAF = "1.2.840.113635.100.6.11.1"
@@ -927,12 +928,11 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--apps", type=int, default=1, help="apps served (default 1); app k >= 2 is second_app.py's world")
     args = ap.parse_args(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import check  # the scripted world
-    world, _ = check.build_world()
+    import first_app  # the scripted world (check.py's too)
+    world, _ = first_app.build_world()
     others = []
     if args.apps > 1:
         import second_app
-        second_app.bind(check)
         others = [second_app.build_script(k).world for k in range(2, args.apps + 1)]
     envs = Environments(args.dir, world, log=lambda l: print(l, file=sys.stderr), others=others)
     with open(os.path.join(args.dir, "churnwatch.env"), "w") as f:
