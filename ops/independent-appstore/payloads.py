@@ -7,11 +7,11 @@ import datetime as dt
 import random
 
 from model import PRODUCTS, Notification, Subscription, Txn
+from pki import PKI
 
 
 class Payloads:
-    def notification_payload(self, n: Notification, pki) -> dict:
-        """Its JWS content, the transaction and renewal info signed by `pki` (server.py's PKI)."""
+    def notification_payload(self, n: Notification, pki: PKI) -> dict:
         data = {"bundleId": self.bundle_id, "bundleVersion": "4.2.1", "environment": n.environment,
                 "signedTransactionInfo": pki.sign_jws(n.transaction)}
         if n.environment == "Production":  # Apple: appAppleId isn't present in the sandbox environment

@@ -10,6 +10,7 @@ import urllib.parse
 import server as srv
 from checker import Checker, bundle_filter, check_feed_table
 from expected import expected_segment
+from pki import TLSIdentity
 from scenario import DAY, SERVER_LEAD, Script, iso, night_ms
 from world import World
 
@@ -98,7 +99,7 @@ def https_app(ck: Checker, args, workdir: str, world: World, script: Script, env
     if side is None:
         return
     db, url = side
-    tls = srv.TLSIdentity(os.path.join(workdir, "tls"))
+    tls = TLSIdentity(os.path.join(workdir, "tls"))
     server = srv.AppStoreServer(world, envs.key, envs.pki, "Production", tls=tls).start()
     try:
         env = envs.env()

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import first_app  # noqa: E402
+import pki  # noqa: E402
 import scenario  # noqa: E402
 import second_app  # noqa: E402
 import server as srv  # noqa: E402
@@ -44,9 +45,9 @@ def token(envs: srv.Environments, bid: str) -> str:
     now = int(time.time())
     header = {"alg": "ES256", "kid": envs.key_id, "typ": "JWT"}
     claims = {"iss": envs.issuer_id, "iat": now, "exp": now + 1200, "aud": "appstoreconnect-v1", "bid": bid}
-    signing = srv.b64url(json.dumps(header).encode()) + "." + srv.b64url(json.dumps(claims).encode())
+    signing = pki.b64url(json.dumps(header).encode()) + "." + pki.b64url(json.dumps(claims).encode())
     r, s = decode_dss_signature(envs.key.private_key.sign(signing.encode(), ec.ECDSA(hashes.SHA256())))
-    return signing + "." + srv.b64url(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
+    return signing + "." + pki.b64url(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
 
 
 def call(base: str, method: str, path: str, bid: str | None = None, envs=None, body=None):
@@ -70,7 +71,7 @@ def call(base: str, method: str, path: str, bid: str | None = None, envs=None, b
 
 
 def payload(jws: str) -> dict:
-    return json.loads(srv.b64url_decode(jws.split(".")[1]))
+    return json.loads(pki.b64url_decode(jws.split(".")[1]))
 
 
 @dataclass
