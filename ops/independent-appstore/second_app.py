@@ -31,7 +31,9 @@ from __future__ import annotations
 import csv
 import os
 
-cw = None  # check.py as it runs (bind()): its T0, which --first-night moves, and its helpers
+from checker import check_feed_table
+from expected import FEED_REASONS, expected_campaign, expected_segment
+from scenario import APP_APPLE_ID, BUNDLE_ID, DAY, SERVER_LEAD, Script, day_ms, iso, night_ms
 
 # A night with no cron sync on either side of it (none between nights 3 and 4), scripted changes
 # before it and after it, and the same night for any --nights (at least 6).
@@ -40,25 +42,18 @@ M2, Y2 = "com.indie.notes.monthly", "com.indie.notes.yearly"
 FLIPS = ("auto_renew_disabled", "auto_renew_enabled")
 
 
-def bind(module):
-    """check.py hands itself over (as __main__ it is not the module `import check` would load)."""
-    global cw
-    cw = module
-
-
 def bundle_id(k: int) -> str:
-    return f"{cw.BUNDLE_ID}.app{k}"
+    return f"{BUNDLE_ID}.app{k}"
 
 
 def app_apple_id(k: int) -> int:
-    return cw.APP_APPLE_ID + 1000 * (k - 1)
+    return APP_APPLE_ID + 1000 * (k - 1)
 
 
 def build_script(k: int, feed_night: int = 8):
     """App k's scripted world: 19 subscribers, a few kinds of change each side of REFUSE_NIGHT.
     Its ids start at 420000{100+k}100000 (the first app's at 420000007100000)."""
-    sc = cw.Script(bundle_id(k), app_apple_id(k), seed=100 + k)
-    T0, DAY = cw.T0, cw.DAY
+    sc = Script(bundle_id(k), app_apple_id(k), seed=100 + k)
     wb = ["notes.winback.30"]
     # -- stays active; a renewal
     sc.sub("active-monthly", M2, 10, periods_before=2)
@@ -75,9 +70,9 @@ def build_script(k: int, feed_night: int = 8):
     sc.at(4, c, "auto_renew_off")
     # -- billing: grace then recovery; retry without grace until Apple gives up; grace that ends
     g = sc.sub("grace-recovers-n5", M2, 1.5, periods_before=1)
-    sc.at(1, g, "billing_fails", grace_days=16, recover_at=T0 + int(4.5 * DAY))
+    sc.at(1, g, "billing_fails", grace_days=16, recover_at=day_ms(4.5))
     r = sc.sub("retry-gives-up-n4", M2, 0.5, periods_before=1)
-    sc.at(0, r, "billing_fails", hours=20, give_up_at=T0 + int(3.5 * DAY))
+    sc.at(0, r, "billing_fails", hours=20, give_up_at=day_ms(3.5))
     ge = sc.sub("grace-ends-n6", M2, 2.5, periods_before=1)
     sc.at(2, ge, "billing_fails", grace_days=3)
     # -- refunds
@@ -149,7 +144,7 @@ def check_night_runs(ck, bundles: list[str], k: int, now: int, runs_before: int,
         open_ = ck.psql("SELECT id, bundle_id, status, (extract(epoch FROM as_of) * 1000)::bigint AS as_of_ms "
                         "FROM churnwatch.runs WHERE finished_at IS NULL ORDER BY id")
         ck.check(not open_, "churnwatch.runs left unfinished", k, "none",
-                 "; ".join(f"run {r['id']} {r['bundle_id']} {r['status']} as of {cw.iso(int(r['as_of_ms']))}" for r in open_))
+                 "; ".join(f"run {r['id']} {r['bundle_id']} {r['status']} as of {iso(int(r['as_of_ms']))}" for r in open_))
 
 
 class SecondApp:
@@ -212,7 +207,7 @@ class SecondApp:
         if feed_only:
             self.world.advance(max(now - 1, self.world.now_ms))
             feed_truth = self.world.truth()["subscriptions"]
-        self.world.advance(max(now + cw.SERVER_LEAD, self.world.now_ms))
+        self.world.advance(max(now + SERVER_LEAD, self.world.now_ms))
         self.truth = feed_truth if feed_only else self.world.truth()["subscriptions"]
 
     # ---- checks ----
@@ -240,7 +235,7 @@ class SecondApp:
         if feed_only:
             reasons = ck.psql(f"SELECT DISTINCT i.reason FROM churnwatch.run_items i JOIN churnwatch.runs r ON r.id = i.run_id "
                               f"WHERE r.id > {runs_before} AND r.bundle_id = '{self.bundle_id}'")
-            other = sorted({r["reason"] for r in reasons} - cw.FEED_REASONS)
+            other = sorted({r["reason"] for r in reasons} - FEED_REASONS)
             ck.check(not other, f"{self.label}: planned by the change feed", k, "no date-window reasons", other)
 
     def check_unchanged(self, ck, k: int, before: dict):
@@ -258,7 +253,7 @@ class SecondApp:
     def check_segments(self, ck, k: int, now: int) -> dict[str, str]:
         got = {r["original_transaction_id"]: r["segment"] for r in ck.psql(
             "SELECT original_transaction_id, segment FROM churnwatch.subscription_segments" + self.where)}
-        expected = {o: cw.expected_segment(self.truth.get(o), now) for o in self.otids}
+        expected = {o: expected_segment(self.truth.get(o), now) for o in self.otids}
         for o in self.otids:
             ck.check(got.get(o) == expected[o], f"{self.name(o)} segment", k, expected[o], got.get(o))
         foreign = sorted(set(got) - set(self.otids))
@@ -307,7 +302,7 @@ class SecondApp:
         live = ck.psql("SELECT original_transaction_id, campaign FROM churnwatch.winback_queue "
                        "WHERE status IN ('pending', 'claimed')" + self.also + " ORDER BY id")
         for o in self.otids:
-            c = cw.expected_campaign(self.truth.get(o), segments[o], now)
+            c = expected_campaign(self.truth.get(o), segments[o], now)
             got = [e["campaign"] for e in live if e["original_transaction_id"] == o]
             ck.check(got == ([c] if c else []), f"{self.name(o)} live win-back ({segments[o]})", k, c or "none",
                      ", ".join(got) or "none")
@@ -327,8 +322,8 @@ class SecondApp:
     def finish(self, ck, url: str, first_world, last_night: int):
         """After the last night: app k's notifications under its bundle id (as check.py checks the
         first app's), and no notification under another app's bundle id."""
-        cw.check_feed_table(ck, url, self.world, self.script, "Production", cw.night_ms(0) - 179 * cw.DAY,
-                            cw.night_ms(last_night), f"{self.label}: change feed", bundle_id=self.bundle_id)
+        check_feed_table(ck, url, self.world, self.script, "Production", night_ms(0) - 179 * DAY,
+                         night_ms(last_night), f"{self.label}: change feed", bundle_id=self.bundle_id)
         rows = ck.psql_url(url, "SELECT notification_uuid, bundle_id, notification_type FROM churnwatch.notifications "
                                 "WHERE notification_uuid IS NOT NULL")
         mine = {n.uuid for n in self.world.notifications}
