@@ -11,20 +11,21 @@ extension FeedSync {
     /// last stored cursor are duplicates and change nothing.
     ///
     /// Apple failing (an outage, a refused key) ends the history part early with
-    /// ``FeedSummary/failure`` set and the cursor where it was: the caller plans by the windows.
+    /// ``FeedSummary/stop`` set (``AppleAnswer/stop(_:prefix:)``) and the cursor where it was:
+    /// the caller plans by the windows.
     ///
-    /// `stop` (a signal, the time budget) is asked before every page: once it gives a reason,
-    /// what was read is committed with its cursor and the sync returns with
-    /// ``FeedSummary/stopped`` set (the next sync resumes on the stored page token).
-    public func sync(now: Date, runId: Int64? = nil, stop: @Sendable () -> String? = { nil }) async throws -> FeedSummary {
+    /// `stop` (a signal, the time budget) is asked before every page: once it gives one, what
+    /// was read is committed with its cursor and the sync returns with ``FeedSummary/stop`` set
+    /// to it (the next sync resumes on the stored page token).
+    public func sync(now: Date, runId: Int64? = nil, stop: @Sendable () -> RunStop? = { nil }) async throws -> FeedSummary {
         var summary = FeedSummary()
         for environment in environments {
             let part = try await syncHistory(environment, now: now, runId: runId, stop: stop)
             summary.merge(part)
-            if summary.stopped != nil { return summary }
+            if summary.stop?.isAskedFor == true { return summary }
             // A refused key or an untrusted server is the deployment's fault, not one history's:
             // nothing more is read until it is fixed.
-            if let failure = part.failure, failure.failureClass == .unauthorized || failure.failureClass == .untrustedServer { break }
+            if part.stop?.refusesEveryCall == true { break }
         }
         summary.add(try await drainInbox(now: now, runId: runId))
         return summary
@@ -32,7 +33,7 @@ extension FeedSync {
 
     /// One environment's history, from its own cursor.
     func syncHistory(_ environment: AppStoreEnvironment, now: Date, runId: Int64?,
-                     stop: @Sendable () -> String? = { nil }) async throws -> FeedSummary {
+                     stop: @Sendable () -> RunStop? = { nil }) async throws -> FeedSummary {
         let state = try await store.feedStateRead(environment: environment)
         var cursor = state.cursor
         // The first sync (resumed too, if it was cut short) establishes state.
@@ -55,9 +56,9 @@ extension FeedSync {
             }
         }
         while true {
-            if let reason = stop() {
+            if let asked = stop() {
                 try await commitRead()
-                summary.stopped = reason
+                summary.stop = asked
                 return summary
             }
             let request = NotificationHistoryRequest(startDate: EpochMilliseconds(window.start), endDate: EpochMilliseconds(window.end))
@@ -74,9 +75,11 @@ extension FeedSync {
                 continue
             case let failed:
                 try await commitRead()
-                let (reason, failureClass) = SubscriptionPoller.classify(failed)
                 let prefix = environment == self.environment ? "" : "\(environment.rawValue) history: "
-                summary.failure = FeedFailure(failureClass: failureClass, reason: prefix + reason)
+                // A failure of the request's own (a 400 not about the token, a malformed page)
+                // stops this history as an outage would: the windows cover it tonight.
+                let (reason, _) = AppleAnswer.classify(failed)
+                summary.stop = AppleAnswer.stop(failed, prefix: prefix) ?? .appleUnavailable(prefix + reason, rateLimited: false)
                 return summary
             }
             summary.pages += 1

@@ -1,18 +1,19 @@
+import ChurnModel
 import ChurnStore
 import Foundation
 import Synchronization
 
 /// How a sync is stopped from outside (a signal, `--max-duration`, `--shutdown-grace`).
 public struct FeedStopControl: Sendable {
-    /// Asked before every page: a reason stops the sync there (what was read is committed with
+    /// Asked before every page: a stop ends the sync there (what was read is committed with
     /// its cursor). The time budget is this closure's to apply.
-    public var reason: @Sendable () -> String?
+    public var reason: @Sendable () -> RunStop?
     /// Past this moment (the shutdown grace after the stop), the page in flight is abandoned:
     /// its request is cancelled and the cursor stays at the last commit. nil: no stop yet.
     public var abandonAt: @Sendable () -> Date?
     public var clock: any RunClock
 
-    public init(reason: @escaping @Sendable () -> String?, abandonAt: @escaping @Sendable () -> Date?, clock: any RunClock) {
+    public init(reason: @escaping @Sendable () -> RunStop?, abandonAt: @escaping @Sendable () -> Date?, clock: any RunClock) {
         self.reason = reason
         self.abandonAt = abandonAt
         self.clock = clock
@@ -22,7 +23,7 @@ public struct FeedStopControl: Sendable {
 extension FeedSync {
     /// ``sync(now:runId:stop:)`` that obeys `control`: it stops between pages once asked, and a
     /// page still in flight when the grace is over is abandoned. Either way
-    /// ``FeedSummary/stopped`` says why, and the next sync resumes from the stored cursor.
+    /// ``FeedSummary/stop`` says why, and the next sync resumes from the stored cursor.
     public func sync(now: Date, runId: Int64? = nil, control: FeedStopControl) async throws -> FeedSummary {
         try await withThrowingTaskGroup(of: FeedSummary?.self) { group in
             group.addTask {
@@ -33,9 +34,8 @@ extension FeedSync {
                     summary = FeedSummary()
                 }
                 // A page cancelled at the grace's end reads as a failed call: it was a stop.
-                if summary.stopped == nil, summary.failure != nil || Task.isCancelled, let reason = control.reason() {
-                    summary.stopped = reason
-                    summary.failure = nil
+                if summary.stop?.isAskedFor != true, summary.stop != nil || Task.isCancelled, let asked = control.reason() {
+                    summary.stop = asked
                 }
                 return summary
             }
@@ -62,34 +62,30 @@ extension FeedSync {
 }
 
 /// A stop asked from outside a sync that runs alone (`notifications sync`): a signal, or the
-/// time budget counted from `startedAt`.
+/// time budget (``StopBudget``) counted from its start.
 public final class FeedStopSwitch: Sendable {
-    private let asked = Mutex<(reason: String, at: Date)?>(nil)
-    private let startedAt: Date
-    private let budget: TimeInterval?
-    private let grace: TimeInterval
+    private let asked = Mutex<(stop: RunStop, at: Date)?>(nil)
+    private let budget: StopBudget
     private let clock: any RunClock
 
     public init(budget: TimeInterval?, grace: TimeInterval, clock: any RunClock = SystemRunClock()) {
         self.clock = clock
-        self.startedAt = clock.now()
-        self.budget = budget
-        self.grace = grace
+        self.budget = StopBudget(startedAt: clock.now(), maxDuration: budget, grace: grace)
     }
 
-    /// Asks the sync to stop (the first reason is kept).
-    public func request(_ reason: String) {
+    /// Asks the sync to stop (the first stop is kept).
+    public func request(_ stop: RunStop) {
         let now = clock.now()
-        asked.withLock { if $0 == nil { $0 = (reason, now) } }
+        asked.withLock { if $0 == nil { $0 = (stop, now) } }
     }
 
     public var control: FeedStopControl {
         FeedStopControl(
             reason: { [self] in
-                if let budget, clock.now() >= startedAt.addingTimeInterval(budget) { request("time budget (--max-duration) used up") }
-                return asked.withLock { $0?.reason }
+                if budget.usedUp(at: clock.now()) { request(.timeBudget) }
+                return asked.withLock { $0?.stop }
             },
-            abandonAt: { [self] in asked.withLock { $0.map { $0.at.addingTimeInterval(grace) } } },
+            abandonAt: { [self] in asked.withLock { $0.map { budget.abandonAt(stoppedAt: $0.at) } } },
             clock: clock)
     }
 }

@@ -26,15 +26,15 @@ public struct FeedSummary: Sendable, Equatable {
     /// Signed in this stretch but no longer in Apple's history (a cursor older than its
     /// retention): the windows cover it.
     public var gap: Range<Date>?
-    /// Why the history sync stopped before its window's end (its cursor is kept: the next sync
-    /// resumes there); nil when it read the window through.
-    public var failure: FeedFailure?
+    /// Why the sync ended before its window's end (nil: it read the window through). A stop
+    /// asked for (``RunStop/isAskedFor``: a signal, the time budget) ends the invocation; what
+    /// was read is committed and the next sync resumes on the stored page token. Any other is
+    /// Apple's failure (an outage, a refused key): the cursor stays where it was and the caller
+    /// plans by the windows.
+    public var stop: RunStop?
     /// The environments whose history was read through to the sync's moment with no gap: their
     /// subscriptions may be planned by the feed.
     public var readThrough: Set<AppStoreEnvironment> = []
-    /// Why the sync stopped between pages when asked to (a signal, the time budget); what it
-    /// read is committed and the next sync resumes on the stored page token.
-    public var stopped: String?
 
     public init() {}
 
@@ -45,26 +45,14 @@ public struct FeedSummary: Sendable, Equatable {
         lateRefundRequests += other.lateRefundRequests
     }
 
-    /// Another environment's history sync: its counts added, its gap and failure kept when this
-    /// one has none (the first environment's win), the environments read through joined.
+    /// Another environment's history sync: its counts added, its gap and stop kept when this
+    /// one has none (the first environment's win, but a stop asked for wins over a failure),
+    /// the environments read through joined.
     public mutating func merge(_ other: FeedSummary) {
         add(other)
         gap = gap ?? other.gap
-        failure = failure ?? other.failure
-        stopped = stopped ?? other.stopped
+        if stop == nil || (stop?.isAskedFor == false && other.stop?.isAskedFor == true) { stop = other.stop ?? stop }
         readThrough.formUnion(other.readThrough)
-    }
-}
-
-/// Why a sync of Apple's notification history stopped early: the class (what to do) and one line.
-public struct FeedFailure: Sendable, Equatable, CustomStringConvertible {
-    public var failureClass: ItemFailureClass
-    public var reason: String
-    public var description: String { reason }
-
-    public init(failureClass: ItemFailureClass, reason: String) {
-        self.failureClass = failureClass
-        self.reason = reason
     }
 }
 

@@ -19,9 +19,9 @@ public struct RefundAnswerSummary: Sendable, Equatable {
     public var retried = 0
     /// Answers sent to Apple (whatever came back).
     public var sent = 0
-    /// Why the pass stopped before the last open request (a refused key, an untrusted server, a
-    /// stop); nil when it went through them all.
-    public var stopped: String?
+    /// Why the pass stopped before the last open request (a refused key, an untrusted server,
+    /// Apple's rate limit, a stop asked for); nil when it went through them all.
+    public var stop: RunStop?
 
     public init() {}
 
@@ -52,20 +52,20 @@ public struct RefundAnswerer: Sendable {
 
     /// Answers every open request, soonest deadline first. `now` is the time deadlines are
     /// judged by (the run's moment, moving on); `shouldStop` is asked between requests.
-    public func answerOpen(now: @Sendable () -> Date, shouldStop: @Sendable () -> String? = { nil }) async throws -> RefundAnswerSummary {
+    public func answerOpen(now: @Sendable () -> Date, shouldStop: @Sendable () -> RunStop? = { nil }) async throws -> RefundAnswerSummary {
         var summary = RefundAnswerSummary()
         // Each request at most once a pass: one left pending (a 5xx, a timeout) waits for the next sync.
         var tried: [UUID] = []
-        while summary.stopped == nil {
+        while summary.stop == nil {
             let (expired, claimed) = try await store.refundRequestsClaim(now: now(), limit: batchSize, lease: lease, excluding: tried)
             summary.expired += expired
             guard !claimed.isEmpty else { break }
             tried += claimed.map(\.notificationUUID)
             for request in claimed {
-                if summary.stopped == nil, let reason = shouldStop() { summary.stopped = reason }
-                if let reason = summary.stopped {
+                if summary.stop == nil, let asked = shouldStop() { summary.stop = asked }
+                if let stop = summary.stop {
                     try await store.refundRequestRecord(request.notificationUUID, attempt: request.attempts,
-                                                        .retry(body: nil, branch: nil, error: "not sent: \(reason)"))
+                                                        .retry(body: nil, branch: nil, error: "not sent: \(stop.reason)"))
                     summary.retried += 1
                     continue
                 }
@@ -73,7 +73,7 @@ public struct RefundAnswerer: Sendable {
                 try await store.refundRequestRecord(request.notificationUUID, attempt: request.attempts, result)
                 count(result, into: &summary)
                 if case .notSent = result {} else { summary.sent += 1 }
-                summary.stopped = stop
+                summary.stop = stop
             }
         }
         if !summary.isEmpty {
@@ -85,9 +85,11 @@ public struct RefundAnswerer: Sendable {
         return summary
     }
 
-    /// One request: the policy's answer, sent when there is one. The second value says why the
-    /// pass must stop (Apple refused the key, the server is not trusted, the budget is spent).
-    func answer(_ request: ClaimedRefundRequest, now: () -> Date) async -> (RefundAttemptResult, String?) {
+    /// One request: the policy's answer, sent when there is one. The second value is why the
+    /// pass must stop (``AppleAnswer``: a refused key, an untrusted server, Apple's rate limit);
+    /// an outage leaves this request for the next sync and goes on, a failure of the request's
+    /// own (4xx, an answer that cannot be read) is recorded as failed.
+    func answer(_ request: ClaimedRefundRequest, now: () -> Date) async -> (RefundAttemptResult, RunStop?) {
         let sentAt = now()
         let decided = policy.answer(request.facts, consent: request.consent, now: sentAt)
         guard let body = decided.body else { return (.notSent(decided.branch), nil) }
@@ -95,24 +97,22 @@ public struct RefundAnswerer: Sendable {
         let outcome = await client.sendConsumptionInformation(
             transactionId: request.transactionId, body, environment: request.environment,
             timeLeft: request.facts.deadline.timeIntervalSince(sentAt))
-        switch outcome {
-        case .success(let accepted):
+        if case .success(let accepted) = outcome {
             return (.answered(body: stored ?? .emptyObject, branch: decided.branch, sentAt: sentAt, status: accepted.status), nil)
-        case .badRequest(let code):
-            return (.failed(body: stored, branch: decided.branch, status: 400, error: "Apple refused the answer: \(code?.description ?? "400")"), nil)
-        case .notFound(let code):
-            return (.failed(body: stored, branch: decided.branch, status: 404, error: "Apple does not know the transaction: \(code?.description ?? "404")"), nil)
-        case .malformedResponse(let text), .verificationFailed(_, let text):
-            return (.failed(body: stored, branch: decided.branch, status: nil, error: text), nil)
-        case .retryable(let failure):
-            return (.retry(body: stored, branch: decided.branch, error: "\(failure)"), nil)
-        case .rateLimited(let until):
-            let text = "rate limited until \(until.ISO8601Format())"
-            return (.retry(body: stored, branch: decided.branch, error: text), text)
-        case .unauthorized:
-            return (.retry(body: stored, branch: decided.branch, error: "Apple refused the API key"), "Apple refused the API key")
-        case .untrustedServer(let detail):
-            return (.retry(body: stored, branch: decided.branch, error: detail), "the server is not trusted: \(detail)")
+        }
+        let (reason, failureClass) = AppleAnswer.classify(outcome)
+        switch failureClass.scope {
+        case .subscription:
+            let status: Int? = switch outcome {
+            case .badRequest: 400
+            case .notFound: 404
+            default: nil
+            }
+            return (.failed(body: stored, branch: decided.branch, status: status, error: reason), nil)
+        case .appleUnavailable:
+            return (.retry(body: stored, branch: decided.branch, error: reason), nil)
+        case .rateLimited, .unauthorized, .untrustedServer:
+            return (.retry(body: stored, branch: decided.branch, error: reason), RunStop(failureClass.scope, detail: reason))
         }
     }
 

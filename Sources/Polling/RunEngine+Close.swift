@@ -1,3 +1,4 @@
+import ChurnModel
 import ChurnStore
 import Foundation
 import Logging
@@ -25,17 +26,17 @@ extension RunEngine {
                     _ = try await persist("retry") { try await self.store.runItemsRetryRateLimited(run.id) }
                 case .stopResumable:
                     let detail = "rate limited: \(limited) items still refused after \(rounds) rounds of retries"
-                    return await interrupted(run, .appleUnavailable(detail))
+                    return await interrupted(run, .appleUnavailable(detail, rateLimited: true))
                 }
             } catch let error where DatabaseConnectionProblem(error) != nil {
-                return .stopped(runId: run.id, .databaseUnavailable(DatabaseConnectionProblem(error)?.message ?? "\(error)"))
+                return .stopped(runId: run.id, .database(DatabaseConnectionProblem(error)?.message ?? "\(error)"))
             }
         }
     }
 
     /// Marks `run` interrupted (resumable) and says how it ended.
     func interrupted(_ run: RunRecord, _ stop: RunStop) async -> RunOutcome {
-        if case .databaseUnavailable = stop {
+        if case .database = stop {
             try? await store.runInterrupt(run.id)
         } else {
             try? await persist("interrupt") { try await self.store.runInterrupt(run.id) }

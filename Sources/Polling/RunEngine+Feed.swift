@@ -1,4 +1,5 @@
 import AppStoreServerAPI
+import ChurnModel
 import ChurnStore
 import Foundation
 import Logging
@@ -39,12 +40,12 @@ extension RunEngine {
             "ignored": "\(summary.ignored)", "registered": "\(summary.registered)", "events": "\(summary.events)",
         ]
         if let gap = summary.gap { metadata["gap"] = "\(gap.lowerBound.ISO8601Format())..\(gap.upperBound.ISO8601Format())" }
-        if let reason = summary.stopped {
-            logger.notice("the change feed's sync stopped (the next run resumes it)", metadata: metadata.merging(["reason": "\(reason)"]) { $1 })
+        if let asked = summary.stop, asked.isAskedFor {
+            logger.notice("the change feed's sync stopped (the next run resumes it)", metadata: metadata.merging(["reason": "\(asked.reason)"]) { $1 })
             return []
         }
-        if let failure = summary.failure {
-            metadata["error"] = "\(failure)"
+        if let failure = summary.stop {
+            metadata["error"] = "\(failure.detail)"
             logger.warning("the change feed stopped early: planning by the windows tonight where it did (the next sync resumes)",
                            metadata: metadata)
         } else {

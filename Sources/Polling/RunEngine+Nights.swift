@@ -1,3 +1,4 @@
+import ChurnModel
 import ChurnStore
 import Foundation
 import Logging
@@ -12,7 +13,7 @@ extension RunEngine {
         var windows = options.windows
         if let feed = options.feed {
             windows.feedEnvironments = try await syncFeed(feed, locks: locks)
-            if let reason = feedSummary?.stopped { return .stopped(runId: nil, .requested("\(reason), in the change feed's sync")) }
+            if let asked = feedSummary?.stop, asked.isAskedFor { return .stopped(runId: nil, asked) }
             if let answerer = options.refunds { await answerRefunds(answerer) }
             if let stop = try await persist("feed check", { try await self.feedStop(feed) }) { return .stopped(runId: nil, stop) }
         }
@@ -64,18 +65,14 @@ extension RunEngine {
     /// too: a run planned before the sync established the subscriptions would poll them first,
     /// and the history read later would be logged as news.
     func feedStop(_ feed: FeedSync) async throws -> RunStop? {
-        guard let failure = feedSummary?.failure else { return nil }
-        let stop = RunStop(failure.failureClass.scope, detail: failure.reason) ?? .appleUnavailable(failure.reason)
-        switch failure.failureClass.scope {
-        case .unauthorized, .untrustedServer: return stop
-        case .appleUnavailable, .subscription:
-            for environment in feed.environments where try await store.feedStateRead(environment: environment).cursor.syncedUntil == nil {
-                logger.notice("the change feed's first sync is not read through: nothing planned before it is (the next run resumes it)",
-                              metadata: ["environment": "\(environment.rawValue)", "error": "\(failure.reason)"])
-                return stop
-            }
-            return nil
+        guard let stop = feedSummary?.stop else { return nil }
+        if stop.refusesEveryCall { return stop }
+        for environment in feed.environments where try await store.feedStateRead(environment: environment).cursor.syncedUntil == nil {
+            logger.notice("the change feed's first sync is not read through: nothing planned before it is (the next run resumes it)",
+                          metadata: ["environment": "\(environment.rawValue)", "error": "\(stop.detail)"])
+            return stop
         }
+        return nil
     }
 
     /// Plans the night. A PostgreSQL restart meanwhile is ridden out like one mid-run: planning

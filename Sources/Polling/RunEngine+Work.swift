@@ -1,4 +1,5 @@
 import ChurnStore
+import ChurnModel
 import Foundation
 import Logging
 import Synchronization
@@ -47,9 +48,8 @@ extension RunEngine {
         let (signal, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let now = clock.now()
         let lanes = update { shared in
-            shared.machine.beginWork(now: now)
             shared.wake = wake
-            return shared.machine.rules.lanes
+            return shared.machine.beginWork(now: now)
         }
         try await persist("heartbeat") { try await self.store.runWorkerHeartbeat(runId: run.id, worker: self.options.workerName) }
         await withTaskGroup(of: Child.self) { group in
@@ -66,17 +66,16 @@ extension RunEngine {
             await supervise(&group, locks: locks, lanes: lanes)
         }
         wake.finish()
-        let (graceOver, stats, failure, ending) = state.withLock { shared in
-            shared.machine.endWork()
+        let (ended, stats, failure) = state.withLock { shared in
             shared.wake = nil
-            return (shared.machine.graceOver, shared.machine.stats, shared.failure, shared.machine.stopping)
+            return (shared.machine.endWork(), shared.machine.stats, shared.failure)
         }
-        if graceOver {
+        if ended.releaseAll {
             _ = try? await store.runItemsReleaseAll(runId: run.id, worker: options.workerName)
         }
         try? await store.runWorkerHeartbeat(runId: run.id, worker: options.workerName, stats: try StoredJSON(encoding: stats))
         if let failure { throw failure }
-        return ending
+        return ended.stop
     }
 
     /// The supervisor: the shutdown grace, the time budget and the lock check, until every lane
@@ -128,14 +127,14 @@ extension RunEngine {
         } catch let error where DatabaseConnectionProblem(error) != nil {
             let message = DatabaseConnectionProblem(error)?.message ?? "\(error)"
             let now = clock.now()
-            update { $0.machine.stop(.databaseUnavailable(message), now: now) }
+            update { $0.machine.stop(.database(message), now: now) }
         } catch is CancellationError {
             // The grace period ran out: the lane gave up its batch.
         } catch {
             let now = clock.now()
             update { shared in
                 if shared.failure == nil { shared.failure = error }
-                shared.machine.requestStop("internal error", now: now)
+                shared.machine.stop(.internalError("internal error"), now: now)
             }
         }
     }

@@ -121,10 +121,10 @@ public final class RunEngine: Sendable {
         self.state = Mutex(Shared(machine: machine))
     }
 
-    /// Asks the run to stop: no new claims; in-flight batches finish within the grace period.
-    public func requestStop(_ reason: String) {
+    /// Asks the run to stop (a signal): no new claims; in-flight batches finish within the grace period.
+    public func requestStop(_ stop: RunStop = .signal) {
         let now = clock.now()
-        update { $0.machine.requestStop(reason, now: now) }
+        update { $0.machine.stop(stop, now: now) }
     }
 
     /// The counters so far.

@@ -71,97 +71,102 @@ extension RunMachine {
         /// Write the heartbeat (with the counters) before the next step.
         var heartbeat: Bool
     }
+}
 
-    /// Applies `event` to lane `i` and says what it does next. `cancelled`: the lane's task was
-    /// cancelled meanwhile (the grace period ran out); a poll that finished then is not committed.
-    mutating func lane(_ i: Int, _ event: LaneEvent, cancelled: Bool = false, now: Date) -> LaneAction {
-        if cancelled, lanes[i].phase != .ended, !lanes[i].isAbandoned { lanes[i].phase = .abandoned(released: false) }
-        apply(event, lane: i, now: now)
-        return nextLaneAction(i, now: now)
+extension RunMachine.Lane {
+    typealias Finished = RunMachine.Finished
+    typealias LaneEvent = RunMachine.LaneEvent
+    typealias LaneAction = RunMachine.LaneAction
+
+    /// The lane's task was cancelled (the grace period ran out): what it holds is given back.
+    mutating func cancelled() {
+        if phase != .ended, !isAbandoned { phase = .abandoned(released: false) }
     }
 
-    private mutating func apply(_ event: LaneEvent, lane i: Int, now: Date) {
-        let working = lanes[i].phase != .ended && !lanes[i].isAbandoned
+    /// Applies `event`. `graceOver`: the machine's grace ran out (a poll finished then is not
+    /// committed); `recoverOrphans`: the orphan check is due, should the lane find others
+    /// holding the rest.
+    mutating func apply(_ event: LaneEvent, graceOver: Bool, recoverOrphans: Bool, rules: RunMachine.Rules, now: Date) {
+        let working = phase != .ended && !isAbandoned
         switch event {
         case .proceed:
             break
         case .claimed(let ids):
             // Claimed items are the lane's even when it is abandoned: they are released.
-            lanes[i].inFlight.formUnion(ids)
-            if working { lanes[i].phase = ids.isEmpty && lanes[i].inFlight.isEmpty ? .checkingProgress : .claimed }
+            inFlight.formUnion(ids)
+            if working { phase = ids.isEmpty && inFlight.isEmpty ? .checkingProgress : .claimed }
         case .pollFinished(let result):
             // Cut short by the end of the grace period: the item is released, not committed.
-            guard !lanes[i].isAbandoned, !graceOver else { return }
-            lanes[i].inFlight.remove(result.id)
-            lanes[i].finished.append(result)
-            if lanes[i].phase == .claimed { lanes[i].phase = .claiming }
-            let lane = lanes[i]
-            lanes[i].commitWanted = lane.finished.count >= rules.batch || lane.inFlight.isEmpty
-                || now.timeIntervalSince(lane.lastCommit) > rules.commitAfter
+            guard !isAbandoned, !graceOver else { return }
+            inFlight.remove(result.id)
+            finished.append(result)
+            if phase == .claimed { phase = .claiming }
+            commitWanted = finished.count >= rules.batch || inFlight.isEmpty || now.timeIntervalSince(lastCommit) > rules.commitAfter
         case .progressChecked(let runFinished):
             if runFinished {
-                lanes[i].phase = .ended
+                phase = .ended
             } else if working {
-                lanes[i].phase = .othersHoldTheRest(recoverOrphans: orphanCheckDue(now: now), lookAgainAt: nil)
+                phase = .othersHoldTheRest(recoverOrphans: recoverOrphans, lookAgainAt: nil)
             }
         case .waited:
-            if case .othersHoldTheRest(_, let at?) = lanes[i].phase, now >= at { lanes[i].phase = .claiming }
+            if case .othersHoldTheRest(_, let at?) = phase, now >= at { phase = .claiming }
         }
     }
 
+    /// The lane is still at work: not ended, not abandoned (nor is the machine's grace over).
+    func working(graceOver: Bool) -> Bool { phase != .ended && !isAbandoned && !graceOver }
+
     /// The lane's next step, given its phase (the loop of the old worker, one step at a time).
-    private mutating func nextLaneAction(_ i: Int, now: Date) -> LaneAction {
-        if lanes[i].phase == .ended { return .end }
-        if lanes[i].isAbandoned || graceOver { return abandonStep(i) }
-        checkTimeBudget(now: now)
-        if lanes[i].commitWanted, !lanes[i].finished.isEmpty { return commitStep(i) }
-        lanes[i].commitWanted = false
-        if lanes[i].phase == .checkingProgress { return lanes[i].finished.isEmpty ? .checkProgress : commitStep(i) }
-        if case .othersHoldTheRest(true, let at) = lanes[i].phase {
-            lanes[i].phase = .othersHoldTheRest(recoverOrphans: false, lookAgainAt: at)
-            return .recoverOrphans(keep: inFlight)
+    /// `.recoverOrphans`' `keep` is left empty: the machine fills in what every lane holds.
+    mutating func next(graceOver: Bool, claimingStopped: Bool, rules: RunMachine.Rules, now: Date) -> LaneAction {
+        if phase == .ended { return .end }
+        if isAbandoned || graceOver { return abandonStep() }
+        if commitWanted, !finished.isEmpty { return commitStep() }
+        commitWanted = false
+        if phase == .checkingProgress { return finished.isEmpty ? .checkProgress : commitStep() }
+        if case .othersHoldTheRest(true, let at) = phase {
+            phase = .othersHoldTheRest(recoverOrphans: false, lookAgainAt: at)
+            return .recoverOrphans(keep: [])
         }
-        if lanes[i].phase == .claiming, lanes[i].inFlight.count <= rules.batch / 2, !claimingStopped {
-            return .claim(rules.batch - lanes[i].inFlight.count)
+        if phase == .claiming, inFlight.count <= rules.batch / 2, !claimingStopped {
+            return .claim(rules.batch - inFlight.count)
         }
-        guard lanes[i].inFlight.isEmpty else { return .awaitPoll }
-        if !lanes[i].finished.isEmpty { return commitStep(i) }
+        guard inFlight.isEmpty else { return .awaitPoll }
+        if !finished.isEmpty { return commitStep() }
         if claimingStopped {
-            lanes[i].phase = .ended
+            phase = .ended
             return .end
         }
-        if case .othersHoldTheRest(_, let at) = lanes[i].phase {
+        if case .othersHoldTheRest(_, let at) = phase {
             let at = at ?? now.addingTimeInterval(rules.lookAgainAfter)
-            lanes[i].phase = .othersHoldTheRest(recoverOrphans: false, lookAgainAt: at)
+            phase = .othersHoldTheRest(recoverOrphans: false, lookAgainAt: at)
             return .wait(until: at)
         }
         // The round is over (a commit, nothing in flight): a new one claims.
-        lanes[i].phase = .claiming
-        return nextLaneAction(i, now: now)
+        phase = .claiming
+        return next(graceOver: graceOver, claimingStopped: claimingStopped, rules: rules, now: now)
     }
 
-    private func commitStep(_ i: Int) -> LaneAction { .commit(lanes[i].finished.map(\.id)) }
+    private func commitStep() -> LaneAction { .commit(finished.map(\.id)) }
 
     /// Out of time: what finished is committed, what did not goes back to pending.
-    private mutating func abandonStep(_ i: Int) -> LaneAction {
-        if !lanes[i].finished.isEmpty { return commitStep(i) }
-        if lanes[i].phase != .abandoned(released: true), !lanes[i].inFlight.isEmpty {
-            lanes[i].phase = .abandoned(released: true)
-            return .release(lanes[i].inFlight.sorted())
+    private mutating func abandonStep() -> LaneAction {
+        if !finished.isEmpty { return commitStep() }
+        if phase != .abandoned(released: true), !inFlight.isEmpty {
+            phase = .abandoned(released: true)
+            return .release(inFlight.sorted())
         }
-        lanes[i].inFlight.removeAll()
-        lanes[i].phase = .ended
+        inFlight.removeAll()
+        phase = .ended
         return .end
     }
 
-    /// Lane `i`'s finished polls are committed (with these counts): counters, endings, the
-    /// heartbeat rule. The lane goes on with ``lane(_:_:now:)`` and `.proceed`.
-    mutating func committed(lane i: Int, counts: Counts, now: Date) -> Commit {
-        let batch = lanes[i].finished
-        lanes[i].finished.removeAll(keepingCapacity: true)
-        lanes[i].commitWanted = false
-        lanes[i].lastCommit = now
-        let report = record(batch, counts, now: now)
-        return Commit(report: report, heartbeat: heartbeatDue(now: now))
+    /// Its finished polls are committed: what they were.
+    mutating func committed(now: Date) -> [Finished] {
+        let batch = finished
+        finished.removeAll(keepingCapacity: true)
+        commitWanted = false
+        lastCommit = now
+        return batch
     }
 }

@@ -147,25 +147,9 @@ public struct SubscriptionPoller: Sendable {
             receiptLatest: receiptLatest, transactions: records, events: detection.events, segment: segment, winback: winback)))
     }
 
-    /// A failed call as its class and one line of reason (the poll's items and the change
-    /// feed's sync say the same).
-    public static func classify<T>(_ outcome: AppStoreOutcome<T>) -> (reason: String, failureClass: ItemFailureClass) {
-        switch outcome {
-        case .success: ("internal: success treated as failure", .internal)
-        case .notFound(let code): ("not found: \(code.map { String($0.rawValue) } ?? "404")", .notFound)
-        case .rateLimited(let until): ("rate limited: until \(until.ISO8601Format())", .rateLimited)
-        case .retryable(let why): ("unavailable: \(why)", .unavailable)
-        case .unauthorized: ("unauthorized: Apple rejected the API key: check issuer id, key id and key", .unauthorized)
-        case .badRequest(let code): ("bad request: \(code.map { String($0.rawValue) } ?? "4xx")", .badRequest)
-        case .verificationFailed(let why, _): ("verification: \(why)", .verification)
-        case .malformedResponse(let why): ("malformed: \(why)", .malformed)
-        case .untrustedServer: ("\(outcome)", .untrustedServer)
-        }
-    }
-
     func failure<T>(_ item: ClaimedItem, _ outcome: AppStoreOutcome<T>, endpoint: AppStoreEndpoint,
                             calls: [AppStoreEndpoint: Int]) -> Result {
-        var (reason, cls) = Self.classify(outcome)
+        var (reason, cls) = AppleAnswer.classify(outcome)
         var quarantine: [QuarantinedPayload] = []
         switch outcome {
         case .notFound: reason += " in every environment"

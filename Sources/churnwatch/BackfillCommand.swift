@@ -138,7 +138,7 @@ struct BackfillCommand: AsyncParsableCommand {
             options.params = try StoredJSON(encoding: BackfillParams(cohort: cohort, fullHistory: history,
                                                                        concurrency: options.concurrency, batchSize: options.batchSize))
             let engine = parts.engine(options: options, fullHistory: history, logger: logger)
-            let signals = SignalHandler { engine.requestStop("signal") }
+            let signals = SignalHandler { engine.requestStop(.signal) }
             defer { signals.cancel() }
 
             let outcome = try await engine.run { report in

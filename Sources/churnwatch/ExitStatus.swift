@@ -1,6 +1,7 @@
 import AppStoreServerAPI
 import ArgumentParser
 import ChurnInput
+import ChurnModel
 import ChurnStore
 import Foundation
 import Polling
@@ -30,8 +31,8 @@ extension RunStop {
     /// that is not trusted, a dependency to check; the rest resume by themselves.
     var exitStatus: Int32 {
         switch self {
-        case .requested, .appleUnavailable, .databaseUnavailable: ExitStatus.resumable
-        case .unauthorized: ExitStatus.configuration
+        case .signal, .timeBudget, .appleUnavailable, .database, .internalError: ExitStatus.resumable
+        case .keyRefused: ExitStatus.configuration
         case .untrustedServer: ExitStatus.unavailable
         }
     }

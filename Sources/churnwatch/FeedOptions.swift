@@ -57,8 +57,9 @@ enum FeedSummaryText {
             + "\(s.events) events, \(s.enqueued) win-back entries"
         if s.pages > 0 { line += "; \(s.pages) history pages" }
         if let gap = s.gap { line += "; gap \(gap.lowerBound.ISO8601Format())..\(gap.upperBound.ISO8601Format()) (left to the windows)" }
-        if let failure = s.failure { line += "; stopped early: \(failure) (the next sync resumes)" }
-        if let reason = s.stopped { line += "; stopped: \(reason) (the next sync resumes)" }
+        if let stop = s.stop {
+            line += stop.isAskedFor ? "; stopped: \(stop.reason) (the next sync resumes)" : "; stopped early: \(stop.detail) (the next sync resumes)"
+        }
         return line
     }
 }

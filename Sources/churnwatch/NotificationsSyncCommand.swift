@@ -44,7 +44,7 @@ struct NotificationsSyncCommand: AsyncParsableCommand {
             let at = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
             let stop = FeedStopSwitch(budget: try maxDuration.map { try parseDurationSetting("--max-duration", $0, positive: true) },
                                       grace: try parseDurationSetting("--shutdown-grace", shutdownGrace))
-            let signals = SignalHandler { stop.request("signal") }
+            let signals = SignalHandler { stop.request(.signal) }
             defer { signals.cancel() }
             let refundPolicy = try refundOptions.validated()
             let url = try global.resolvedDatabaseURL()
@@ -95,7 +95,7 @@ struct NotificationsSyncCommand: AsyncParsableCommand {
                 // Requests read after their deadline are past it (recorded so on reading), and
                 // counted whether or not the pass below runs.
                 var refunds = RefundAnswerSummary()
-                if summary.stopped == nil {
+                if summary.stop?.isAskedFor != true {
                     // Deadlines are judged by the sync's moment moving on with the clock.
                     let started = ContinuousClock.now
                     refunds = try await answerer.answerOpen(
@@ -105,12 +105,11 @@ struct NotificationsSyncCommand: AsyncParsableCommand {
                 refunds.expired += summary.lateRefundRequests
                 if !refunds.isEmpty { out.lines.append(RefundAnswerText.line(refunds)) }
             }
-            if let reason = summary.stopped {
-                throw CLIError.resumable("the notification history sync stopped: \(reason); what it read is kept (re-run to resume)")
+            if let stop = summary.stop, stop.isAskedFor {
+                throw CLIError.resumable("the notification history sync stopped: \(stop.reason); what it read is kept (re-run to resume)")
             }
-            if let failure = summary.failure {
-                let code = RunStop(failure.failureClass.scope, detail: failure.reason)?.exitStatus ?? ExitStatus.resumable
-                throw CLIError(description: "the notification history stopped early: \(failure) (re-run to resume)", exitCode: code)
+            if let failure = summary.stop {
+                throw CLIError(description: "the notification history stopped early: \(failure.detail) (re-run to resume)", exitCode: failure.exitStatus)
             }
         } catch {
             let (line, code) = classify(error)

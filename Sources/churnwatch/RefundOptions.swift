@@ -46,7 +46,7 @@ enum RefundAnswerText {
     static func line(_ s: RefundAnswerSummary) -> String {
         var line = "refund requests: \(s.answered) answered, \(s.noConsent) without consent, \(s.expired) past their deadline, "
             + "\(s.failed) refused by Apple, \(s.retried) left for the next sync"
-        if let reason = s.stopped { line += "; stopped: \(reason)" }
+        if let stop = s.stop { line += "; stopped: \(stop.reason)" }
         return line
     }
 }

@@ -116,17 +116,17 @@ extension AppNight {
 
 /// Stops every app's engine at the first signal, including engines started after it.
 final class StopSwitch: Sendable {
-    private let state = Mutex<(reason: String?, engines: [RunEngine])>((nil, []))
+    private let state = Mutex<(reason: RunStop?, engines: [RunEngine])>((nil, []))
 
     func register(_ engine: RunEngine) {
-        let reason = state.withLock { s -> String? in
+        let reason = state.withLock { s -> RunStop? in
             s.engines.append(engine)
             return s.reason
         }
         if let reason { engine.requestStop(reason) }
     }
 
-    func stop(_ reason: String) {
+    func stop(_ reason: RunStop) {
         let engines = state.withLock { s -> [RunEngine] in
             s.reason = s.reason ?? reason
             return s.engines
@@ -207,9 +207,10 @@ extension RunCommand {
     /// Works the engine; a run Apple's 429s stopped says the rate they brought the shared budget down to.
     static func ran(_ engine: RunEngine, parts: EngineParts, progress: ProgressReporter) async throws -> RunOutcome {
         var ended = try await engine.run { progress.record($0) }
-        if case .stopped(let runId, .appleUnavailable(let detail)) = ended, detail.hasPrefix("rate limited"),
+        if case .stopped(let runId, .appleUnavailable(let detail, rateLimited: true)) = ended,
            let rate = await parts.limiter.allowedRate(RateLimitKey(.subscriptionStatuses, parts.client.configuration.environment)) {
-            ended = .stopped(runId: runId, .appleUnavailable(detail + String(format: "; the status rate had come down to %.1f/s", rate)))
+            ended = .stopped(runId: runId, .appleUnavailable(detail + String(format: "; the status rate had come down to %.1f/s", rate),
+                                                             rateLimited: true))
         }
         return ended
     }

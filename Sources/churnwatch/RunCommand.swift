@@ -54,17 +54,16 @@ struct RunCommand: AsyncParsableCommand {
             let logger = Logger(label: "churnwatch.run")
             let night = try await prepare(logger: logger)
             let stops = StopSwitch()
-            let signals = SignalHandler { stops.stop("signal") }
+            let signals = SignalHandler { stops.stop(.signal) }
             defer { signals.cancel() }
-            let started = Date()
+            let budget = StopBudget(startedAt: Date(), maxDuration: night.options.maxDuration, grace: night.options.shutdownGrace)
             let nights = await AppNight.each(night.apps) { app, index in await self.work(app, index: index, night, stops: stops) }
             AppNight.print(nights)
             if let prune = night.prune, nights.allSatisfy({ if case .finished? = $0.outcome { true } else { false } }) {
-                let deadline = night.options.maxDuration.map { Date().addingTimeInterval($0 - Date().timeIntervalSince(started)) }
                 // A store of its own: the one opened before the night may have lost its connection
                 // to a PostgreSQL restart the apps' engines rode out.
                 await Self.prune(ChurnStore.open(night.url, app: "", logger: logger), prune, asOf: night.options.asOf, logger: logger) {
-                    stops.stopped || deadline.map { Date() >= $0 } == true
+                    stops.stopped || budget.usedUp(at: Date())
                 }
             }
             if let file = night.metrics { file.write(nights.compactMap(\.metrics), logger: logger) }
@@ -216,16 +215,16 @@ enum RunOutcomeReport {
     /// The one line a stopped run ends with.
     static func message(_ stop: RunStop, runId: Int64?) -> String {
         guard let runId else {
-            if case .unauthorized = stop {
+            if case .keyRefused = stop {
                 return "Apple rejected the API key: check issuer id, key id and key (the change feed's sync stopped before planning; the next run resumes it)"
             }
             return "resumable: stopped before planning (\(stop.reason)); the next run resumes the sync from its cursor"
         }
         return switch stop {
-        case .requested(let reason): "resumable: run \(runId) (stopped: \(reason))"
-        case .appleUnavailable(let detail): "resumable: run \(runId) (Apple unavailable: \(detail))"
-        case .databaseUnavailable(let detail): "resumable: run \(runId) (PostgreSQL unavailable: \(detail))"
-        case .unauthorized: "Apple rejected the API key: check issuer id, key id and key (run \(runId) is resumable)"
+        case .signal, .timeBudget, .internalError: "resumable: run \(runId) (stopped: \(stop.reason))"
+        case .appleUnavailable(let detail, _): "resumable: run \(runId) (Apple unavailable: \(detail))"
+        case .database(let detail): "resumable: run \(runId) (PostgreSQL unavailable: \(detail))"
+        case .keyRefused: "Apple rejected the API key: check issuer id, key id and key (run \(runId) is resumable)"
         case .untrustedServer(let detail): "\(detail) (run \(runId) is resumable)"
         }
     }

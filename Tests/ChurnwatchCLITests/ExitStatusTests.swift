@@ -1,4 +1,5 @@
 import ChurnInput
+import ChurnModel
 import Foundation
 import Polling
 @testable import churnwatch
@@ -15,9 +16,9 @@ import Testing
     /// A run, a backfill and `notifications sync` that stop the same way exit the same way, with
     /// the code docs/contracts.md gives for it.
     @Test func aStoppedRunExitsByOneTableThatTheContractPrints() throws {
-        let stops: [RunStop] = [.requested("signal"), .appleUnavailable("503"), .databaseUnavailable("gone"), .unauthorized,
-                                .untrustedServer("x")]
-        #expect(stops.map(\.exitStatus) == [75, 75, 75, 78, 69])
+        let stops: [RunStop] = [.signal, .timeBudget, .appleUnavailable("503", rateLimited: false), .appleUnavailable("429", rateLimited: true),
+                                .database("gone"), .internalError("bug"), .keyRefused("401"), .untrustedServer("x")]
+        #expect(stops.map(\.exitStatus) == [75, 75, 75, 75, 75, 75, 78, 69])
         let contracts = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../docs/contracts.md")
         let rows = try String(contentsOf: contracts, encoding: .utf8).split(separator: "\n").filter { $0.hasPrefix("| `") }
         func row(_ code: Int32) -> String { rows.first { $0.hasPrefix("| `\(code)`") }.map(String.init) ?? "" }

@@ -1,4 +1,4 @@
-import ChurnStore
+import ChurnModel
 import Foundation
 @testable import Polling
 import Testing
@@ -106,18 +106,18 @@ struct RunMachineTests {
 
     @Test func aStopEndsClaimsAndTheLaneEndsOnceItsWorkIsCommitted() {
         var m = claimed(["a", "b"])
-        m.requestStop("signal", now: at(0.1))
+        m.stop(.signal, now: at(0.1))
         #expect(m.lane(0, .pollFinished(done("a")), now: at(0.1)) == .awaitPoll, "half the batch is free, but no claim")
         #expect(m.lane(0, .pollFinished(done("b")), now: at(0.1)) == .commit(["a", "b"]))
         _ = m.committed(lane: 0, counts: RunMachine.Counts(), now: at(0.1))
         #expect(m.lane(0, .proceed, now: at(0.1)) == .end)
-        #expect(m.stopping == .requested("signal"))
+        #expect(m.stopping == .signal)
     }
 
     @Test func afterTheGracePeriodInFlightWorkIsAbandonedFinishedWorkCommittedTheRestReleased() {
         var m = claimed(["a", "b", "c"])
         _ = m.lane(0, .pollFinished(done("a")), now: at(0.1))
-        m.requestStop("signal", now: at(0.5))
+        m.stop(.signal, now: at(0.5))
         #expect(m.graceDeadline == at(30.5))
         #expect(m.supervise(now: at(30)) == .keepLocks)
         #expect(m.supervise(now: at(30.5)) == .abandonInFlight)
@@ -131,7 +131,7 @@ struct RunMachineTests {
 
     @Test func aStopBeforeTheWorkStartsGivesTheGracePeriodFromTheStart() {
         var m = RunMachine(rules: .init(batch: 4, lanes: 1, outageThreshold: 3, shutdownGrace: 30), startedAt: t0, maxDuration: nil)
-        m.requestStop("signal", now: t0)
+        m.stop(.signal, now: t0)
         m.beginWork(now: at(10))
         #expect(m.supervise(now: at(10)) == .wait(until: at(11)), "the lock check comes first")
         #expect(m.graceDeadline == at(40))
@@ -145,7 +145,7 @@ struct RunMachineTests {
         _ = m.lane(0, .progressChecked(runFinished: false), now: at(59))
         _ = m.lane(0, .proceed, now: at(59))
         #expect(m.lane(0, .waited, now: at(60)) == .end)
-        #expect(m.stopping == .requested("time budget (--max-duration) used up"))
+        #expect(m.stopping == .timeBudget)
     }
 
     @Test func theSupervisorWakesForTheTimeBudgetEvenWhileLanesWaitOnApple() {
@@ -172,7 +172,7 @@ struct RunMachineTests {
         _ = m.record([done("a", .appleUnavailable, reason: "unavailable: 503"), done("b", .appleUnavailable)], RunMachine.Counts(), now: t0)
         #expect(m.stopReason == nil)
         _ = m.record([done("c", .appleUnavailable, reason: "unavailable: timeout")], RunMachine.Counts(), now: t0)
-        #expect(m.stopping == .appleUnavailable("unavailable: timeout"))
+        #expect(m.stopping == .appleUnavailable("unavailable: timeout", rateLimited: false))
         #expect(m.stopReason != nil)
     }
 
@@ -187,7 +187,7 @@ struct RunMachineTests {
     @Test func aRejectedKeyEndsTheWorkAtOnce() {
         var m = machine()
         _ = m.record([done("a", .unauthorized, reason: "unauthorized: 401")], RunMachine.Counts(), now: t0)
-        #expect(m.stopping == .unauthorized)
+        #expect(m.stopping == .keyRefused("unauthorized: 401"))
         #expect(m.lane(0, .proceed, now: t0) == .end)
     }
 
@@ -199,9 +199,9 @@ struct RunMachineTests {
 
     @Test func theFirstEndingWins() {
         var m = machine(outageThreshold: 1)
-        m.stop(.databaseUnavailable("gone"), now: t0)
+        m.stop(.database("gone"), now: t0)
         _ = m.record([done("a", .unauthorized), done("b", .appleUnavailable)], RunMachine.Counts(), now: t0)
-        #expect(m.stopping == .databaseUnavailable("gone"))
+        #expect(m.stopping == .database("gone"))
     }
 
     @Test func aBatchAddsItsCountsAndCallsToTheReport() {
@@ -216,14 +216,15 @@ struct RunMachineTests {
     }
 
     @Test func whoseFailureDecidesTheStopInOnePlace() {
-        let scopes: [ItemFailureClass.Scope] = [.subscription, .appleUnavailable, .unauthorized, .untrustedServer]
-        #expect(scopes.map { RunStop($0, detail: "x") } == [nil, .appleUnavailable("x"), .unauthorized, .untrustedServer("x")])
+        let scopes: [ItemFailureClass.Scope] = [.subscription, .appleUnavailable, .rateLimited, .unauthorized, .untrustedServer]
+        #expect(scopes.map { RunStop($0, detail: "x") } == [nil, .appleUnavailable("x", rateLimited: false), .appleUnavailable("x", rateLimited: true),
+                                                           .keyRefused("x"), .untrustedServer("x")])
         // Every class of the whole run stops it; none of a subscription's does.
         for c in ItemFailureClass.allCases {
             #expect((RunStop(c.scope, detail: "x") != nil) == c.retriedOnResume, "\(c)")
         }
         var m = machine()
-        m.stop(.databaseUnavailable("gone"), now: t0)
+        m.stop(.database("gone"), now: t0)
         #expect(m.stopReason == "PostgreSQL unavailable: gone")
     }
 }

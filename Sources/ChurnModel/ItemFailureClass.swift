@@ -47,8 +47,10 @@ public enum ItemFailureClass: String, Sendable, CaseIterable, Codable {
     public enum Scope: Sendable, Equatable {
         /// About this subscription only (unknown id, bad payload): the run goes on.
         case subscription
-        /// Apple is not answering (5xx, timeouts, rate limits past the wait budget).
+        /// Apple is not answering (5xx, timeouts, broken connections).
         case appleUnavailable
+        /// Apple answers 429 past the wait budget: its rate limit, not an outage.
+        case rateLimited
         /// Apple refused the API key: nothing will work until it is fixed.
         case unauthorized
         /// The server's TLS certificate is not trusted: nothing will get through until the base
@@ -58,7 +60,8 @@ public enum ItemFailureClass: String, Sendable, CaseIterable, Codable {
 
     public var scope: Scope {
         switch self {
-        case .rateLimited, .unavailable: .appleUnavailable
+        case .rateLimited: .rateLimited
+        case .unavailable: .appleUnavailable
         case .unauthorized: .unauthorized
         case .untrustedServer: .untrustedServer
         case .notFound, .badRequest, .verification, .malformed, .internal, .unknown: .subscription
@@ -70,7 +73,7 @@ public enum ItemFailureClass: String, Sendable, CaseIterable, Codable {
     public var retriedOnResume: Bool { scope != .subscription }
 
     /// Failed items counted by label; a missing class counts as `unknown`.
-    static func countedByLabel(_ counts: [(ItemFailureClass?, Int)]) -> [String: Int] {
+    public static func countedByLabel(_ counts: [(ItemFailureClass?, Int)]) -> [String: Int] {
         var out: [String: Int] = [:]
         for (c, n) in counts { out[(c ?? .unknown).label, default: 0] += n }
         return out

@@ -1,4 +1,4 @@
-import ChurnStore
+import ChurnModel
 import Testing
 
 /// Whose failure a stored class is: the engine stops on an outage, a rejected key or an
@@ -7,7 +7,7 @@ import Testing
 @Suite("Failure scope (pure rule)")
 struct FailureScopeTests {
     @Test func appleOutagesCountTowardsStoppingTheRun() {
-        #expect(ItemFailureClass.rateLimited.scope == .appleUnavailable)
+        #expect(ItemFailureClass.rateLimited.scope == .rateLimited)
         #expect(ItemFailureClass.unavailable.scope == .appleUnavailable)
     }
 
