@@ -24,17 +24,7 @@ extension ChurnStore {
             try db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             var figures = RunMetricsFigures()
             if let runId {
-                var items = RunProgress()
-                for row in try db.query("SELECT status, count(*) AS n FROM churnwatch.run_items WHERE run_id = \(runId) GROUP BY status") {
-                    let n = try row.decode(Int.self, "n")
-                    switch try row.decode(String.self, "status") {
-                    case "pending": items.pending = n
-                    case "claimed": items.claimed = n
-                    case "done": items.done = n
-                    case "failed": items.failed = n
-                    default: break
-                    }
-                }
+                let items = try Self.runProgress(db, runId: runId)
                 var events: [String: Int] = [:]
                 for row in try db.query("SELECT event, count(*) AS n FROM churnwatch.churn_events WHERE run_id = \(runId) GROUP BY event") {
                     events[try row.decode(String.self, "event")] = try row.decode(Int.self, "n")

@@ -1,4 +1,5 @@
 import AppStoreModels
+import ChurnModel
 import Foundation
 import Postgres
 

@@ -1,3 +1,4 @@
+import ChurnModel
 import Foundation
 import Postgres
 

@@ -288,20 +288,23 @@ extension ChurnStore {
     }
 
     public func runProgress(_ runId: Int64) async throws -> RunProgress {
-        try await pool.withConnection { db in
-            var p = RunProgress()
-            for row in try db.query("SELECT status, count(*) AS n FROM churnwatch.run_items WHERE run_id = \(runId) GROUP BY status") {
-                let n = try row.decode(Int.self, "n")
-                switch try row.decode(String.self, "status") {
-                case "pending": p.pending = n
-                case "claimed": p.claimed = n
-                case "done": p.done = n
-                case "failed": p.failed = n
-                default: break
-                }
+        try await pool.withConnection { db in try Self.runProgress(db, runId: runId) }
+    }
+
+    /// Run `runId`'s items by status: the one query of it (the run's progress, its metrics).
+    static func runProgress(_ db: PostgresConnection, runId: Int64) throws -> RunProgress {
+        var p = RunProgress()
+        for row in try db.query("SELECT status, count(*) AS n FROM churnwatch.run_items WHERE run_id = \(runId) GROUP BY status") {
+            let n = try row.decode(Int.self, "n")
+            switch try row.decode(String.self, "status") {
+            case "pending": p.pending = n
+            case "claimed": p.claimed = n
+            case "done": p.done = n
+            case "failed": p.failed = n
+            default: break
             }
-            return p
         }
+        return p
     }
 
     /// Marks a run interrupted (SIGTERM, time budget, Apple down): the next run resumes it.

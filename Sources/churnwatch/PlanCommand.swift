@@ -1,5 +1,6 @@
 import AppStoreServerAPI
 import ArgumentParser
+import ChurnModel
 import ChurnStore
 import Foundation
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import ChurnModel
 import ChurnStore
 import Foundation
 import Logging

@@ -1,3 +1,4 @@
+import ChurnModel
 @testable import ChurnStore
 import Foundation
 import Postgres

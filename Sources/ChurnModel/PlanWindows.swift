@@ -89,6 +89,11 @@ public struct StaleSlots: Sendable, Equatable {
     public var lower: Int
     public var upper: Int
 
+    public init(lower: Int, upper: Int) {
+        self.lower = lower
+        self.upper = upper
+    }
+
     /// The slots due at `asOf`, or nil when every slot is (a cycle no longer than a night).
     public static func due(asOf: Date, cycle: TimeInterval, night: TimeInterval = 86_400) -> StaleSlots? {
         guard cycle > night else { return nil }

@@ -68,7 +68,7 @@ public struct RetentionPolicy: Sendable, Equatable {
         keep[table] = value
     }
 
-    static func days(_ t: TimeInterval) -> String {
+    public static func days(_ t: TimeInterval) -> String {
         t.truncatingRemainder(dividingBy: day) == 0 ? "\(Int(t / day)) days" : String(format: "%.2f days", t / day)
     }
 }
