@@ -60,18 +60,6 @@ extension ChurnStore {
         }
     }
 
-    /// Whether any offer is configured for `campaign` in one of `apps` (bundle ids; nil: this
-    /// store's app, empty: any app): claiming it then needs the signing key.
-    public func offersConfigured(campaign: WinbackCampaign, apps: [String]? = nil) async throws -> Bool {
-        let apps = apps ?? [app]
-        return try await pool.withConnection { db in
-            try db.query("""
-                SELECT EXISTS (SELECT 1 FROM churnwatch.offers WHERE campaign = \(campaign.rawValue)
-                               AND (cardinality(\(apps)::text[]) = 0 OR bundle_id = ANY(\(apps)::text[])))
-                """)[0].decode(Bool.self, at: 0)
-        }
-    }
-
     /// Gives the entries created in this transaction (by the queue insert of a poll-results
     /// commit) the offer of their campaign and product, and draws their holdout: an entry whose
     /// `holdout_draw` falls below the offer's share becomes `held_out`, never claimable.

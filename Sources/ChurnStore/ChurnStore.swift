@@ -12,64 +12,29 @@ public struct ChurnStore: Sendable {
     let logger: Logger
     let claimCursors: ClaimCursors
     /// The app (bundle id) this store works for: every row it writes names it, every read of one
-    /// app's rows (a run's plan, its feed, its segments) is of this app's. `scoped(to:)` gives
-    /// another app's store on the same connections.
+    /// app's rows (a run's plan, its feed, its segments) is of this app's. A store of an app is
+    /// made by ``DatabaseStore`` for an app of `churnwatch.apps` (``DatabaseStore/scoped(to:)``,
+    /// ``DatabaseStore/app(_:)``); what concerns the whole database is ``database``'s.
     public let app: String
-
-    /// - Parameters:
-    ///   - connectionString: libpq connection string or `postgresql://` URL.
-    ///   - connections: the most connections open at once.
-    ///   - app: the app's bundle id.
-    ///   - logger: the store's own lines (stale statistics, ...).
-    ///   - databaseLogger: the driver's lines (a dropped connection, a retried transaction).
-    public init(connectionString: String, connections: Int, app: String, logger: Logger, databaseLogger: Logger) {
-        self.init(pool: PostgresPool(connectionString: connectionString, size: connections, logger: databaseLogger), logger: logger, app: app)
-    }
 
     /// A store on a pool the caller built (tests: a pool with overrides; their app is the
     /// simulator's default one unless they name another).
     init(pool: PostgresPool, logger: Logger, app: String = "com.example.churnwatch") {
-        self.pool = pool
-        self.logger = logger
-        self.app = app
-        self.claimCursors = ClaimCursors()
+        self.init(pool: pool, logger: logger, claimCursors: ClaimCursors(), app: app)
     }
 
-    private init(_ other: ChurnStore, app: String) {
-        (pool, logger, claimCursors, self.app) = (other.pool, other.logger, other.claimCursors, app)
+    init(pool: PostgresPool, logger: Logger, claimCursors: ClaimCursors, app: String) {
+        precondition(!app.isEmpty, "a store of one app needs its bundle id (DatabaseStore for the whole database)")
+        (self.pool, self.logger, self.claimCursors, self.app) = (pool, logger, claimCursors, app)
     }
 
-    /// The same connections, working for `app`.
-    public func scoped(to app: String) -> ChurnStore {
-        ChurnStore(self, app: app)
-    }
+    /// The whole database this app's store is part of, on the same connections.
+    public var database: DatabaseStore { DatabaseStore(pool: pool, logger: logger, claimCursors: claimCursors) }
 }
 
 /// The schema is missing or behind this build.
 public struct SchemaError: Error, Sendable, CustomStringConvertible {
     public var description: String
-}
-
-extension ChurnStore {
-    /// Fails with one line when the schema has not been migrated. With `migrations` (the file
-    /// names of this build's `sql/migrations`), also when a migration of this build is not
-    /// applied yet, or when the database has one this build does not know (a newer churnwatch
-    /// migrated it: this binary's statements may no longer fit its tables).
-    public func schemaCheck(migrations: [String]? = nil) async throws {
-        let (ok, applied) = try await pool.withConnection { db -> (Bool, [String]) in
-            let ok = try db.query("SELECT to_regclass('churnwatch.api_budget') IS NOT NULL")[0].decode(Bool.self, at: 0)
-            guard ok, migrations != nil else { return (ok, []) }
-            return (ok, try db.query("SELECT name FROM churnwatch.schema_migrations ORDER BY name").map { try $0.decode(String.self, at: 0) })
-        }
-        guard ok else { throw SchemaError(description: "the churnwatch schema is missing or out of date: run `churnwatch migrate` first") }
-        guard let migrations else { return }
-        if let unknown = applied.first(where: { !migrations.contains($0) }) {
-            throw SchemaError(description: Migrator.notInThisBuild(unknown))
-        }
-        if let pending = migrations.first(where: { !applied.contains($0) }) {
-            throw SchemaError(description: "the churnwatch schema is out of date (migration \(pending) is not applied): run `churnwatch migrate` first")
-        }
-    }
 }
 
 extension ChurnStore {

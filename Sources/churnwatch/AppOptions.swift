@@ -15,7 +15,7 @@ struct AppOptions: ParsableArguments {
     /// The one app a command that works for one app works for: `--app` (an app of the database,
     /// ``named(_:)``), else `APPSTORE_BUNDLE_ID`, else the database's default app (`store`: any
     /// store of the database, after its schema check).
-    func single(_ store: ChurnStore, _ env: [String: String] = ProcessInfo.processInfo.environment) async throws -> String {
+    func single(_ store: DatabaseStore, _ env: [String: String] = ProcessInfo.processInfo.environment) async throws -> String {
         if apps.count > 1 { throw CLIError.configuration("this command works for one app at a time: give --app once") }
         if let app = try await named(store).first ?? Self.deploymentApp(env) { return app }
         if let app = try await store.appsList().first(where: \.isDefault) { return app.bundleId }
@@ -24,7 +24,7 @@ struct AppOptions: ParsableArguments {
 
     /// The apps `--app` names, each as `churnwatch.apps` spells it; none when none is named. An
     /// app not in the database is refused in one line (78) before anything is read or written.
-    func named(_ store: ChurnStore) async throws -> [String] {
+    func named(_ store: DatabaseStore) async throws -> [String] {
         guard !apps.isEmpty else { return [] }
         return try selected(from: try await store.appsList()).map(\.bundleId)
     }
@@ -45,33 +45,28 @@ struct AppOptions: ParsableArguments {
 }
 
 extension AppOptions {
-    /// The apps a reading command shows: those named with `--app`, else every app in
-    /// `churnwatch.apps` (the default first). A database from before apps were kept, or one
-    /// nothing has configured yet, has none: then `APPSTORE_BUNDLE_ID`, if set.
-    func forReading(_ store: ChurnStore) async throws -> [String] {
-        let all = try await store.appsList()
-        if all.isEmpty, apps.isEmpty { return Self.deploymentApp().map { [$0] } ?? [] }
-        return try selected(from: all).map(\.bundleId)
+    /// A reading command's stores, one per app it shows (``selected(from:)``: those named with
+    /// `--app`, else every app, the default first), after the schema check. None when the
+    /// database has no app yet (migrated without `APPSTORE_BUNDLE_ID`, none added): a store
+    /// works for an app of `churnwatch.apps`, never for "no app".
+    func readingStores(_ global: GlobalOptions, migrations: [String]? = nil) async throws -> [ChurnStore] {
+        let database = DatabaseStore.open(try global.resolvedDatabaseURL())
+        try await database.schemaCheck(migrations: migrations)
+        return try selected(from: try await database.appsList()).map(database.scoped(to:))
     }
-}
 
-extension AppOptions {
-    /// A reading command's stores, one per app it shows (`forReading`), after the schema check.
-    /// A database with no app at all gives none, or with `orNoApp` one store of no app (`""`),
-    /// whose reads find nothing: the command then says "no runs yet" or shows zeros, as it did
-    /// before apps were kept.
-    func readingStores(_ global: GlobalOptions, migrations: [String]? = nil, orNoApp: Bool = false) async throws -> [ChurnStore] {
-        let all = ChurnStore.open(try global.resolvedDatabaseURL(), app: "")
-        try await all.schemaCheck(migrations: migrations)
-        let apps = try await forReading(all)
-        return (orNoApp ? apps.nonEmpty : apps).map { all.scoped(to: $0) }
-    }
+    /// The one line of a reading command on a database with no app yet.
+    static let noAppsYet = CLIError.configuration("no apps in this database yet: set APPSTORE_BUNDLE_ID and run `churnwatch migrate`, or `churnwatch apps add`")
 
     /// The store of the one app a command works for (`single`), after the schema check
-    /// (`migrations`: this build's, to refuse a schema behind or ahead of it).
-    func singleStore(_ global: GlobalOptions, migrations: [String]? = nil, connections: Int = 1) async throws -> ChurnStore {
-        let store = ChurnStore.open(try global.resolvedDatabaseURL(), app: "", connections: connections)
-        try await store.schemaCheck(migrations: migrations)
-        return store.scoped(to: try await single(store))
+    /// (`migrations`: this build's, to refuse a schema behind or ahead of it). `marking`: a
+    /// command that writes keeps the deployment's app (`APPSTORE_BUNDLE_ID`) the default app,
+    /// adding it when missing, as `run` does; an app not in `churnwatch.apps` is refused.
+    func singleStore(_ global: GlobalOptions, migrations: [String]? = nil, connections: Int = 1, marking: Bool = false) async throws -> ChurnStore {
+        let database = DatabaseStore.open(try global.resolvedDatabaseURL(), connections: connections)
+        try await database.schemaCheck(migrations: migrations)
+        let name = try await single(database)
+        if marking, name == Self.deploymentApp() { try await database.appsMarkDefault(name) }
+        return try await database.app(name)
     }
 }

@@ -3,11 +3,6 @@ import Foundation
 
 /// What the reading commands (report, status, segments, outcomes, refunds) share when they show
 /// several apps: the apps to read, and how their text is laid out.
-extension Array where Element == String {
-    /// The apps to read, or the one app "" when there are none.
-    var nonEmpty: [String] { isEmpty ? [""] : self }
-}
-
 /// Text output of several apps: each app's lines after a line naming it, an empty line between
 /// apps; one app's lines as they are (the output of a single-app deployment does not change).
 enum PerAppText {

@@ -199,8 +199,8 @@ struct AppsCommand: AsyncParsableCommand {
         }
     }
 
-    static func store(_ global: GlobalOptions) async throws -> ChurnStore {
-        let store = ChurnStore.open(try global.resolvedDatabaseURL(), app: "")
+    static func store(_ global: GlobalOptions) async throws -> DatabaseStore {
+        let store = DatabaseStore.open(try global.resolvedDatabaseURL())
         try await store.schemaCheck(migrations: BuildMigrations.names())
         return store
     }

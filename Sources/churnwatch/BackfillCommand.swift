@@ -205,7 +205,7 @@ struct BackfillCommand: AsyncParsableCommand {
     /// deployment's, which is the default app.
     static func configuration(url: String, apple: AppleOptions, app: AppOptions, logger: Logger) async throws -> AppStoreConfiguration {
         let deployment = try apple.configuration(logger: logger)
-        let store = ChurnStore.open(url, app: "", logger: logger)
+        let store = DatabaseStore.open(url, logger: logger)
         try await store.schemaCheck(migrations: BuildMigrations.names())
         try await store.appsMarkDefault(deployment.bundleId)
         guard !app.apps.isEmpty else { return deployment }

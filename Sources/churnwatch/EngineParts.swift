@@ -14,8 +14,9 @@ struct EngineParts {
     /// process of the run (`yield`: a backfill's share while a nightly run is active).
     static func open(url: String, options: RunOptions, config: AppStoreConfiguration,
                      yield: (ChurnStore) -> BudgetYield? = { _ in nil }, logger: Logger) async throws -> EngineParts {
-        let store = ChurnStore.open(url, app: config.bundleId, connections: options.lanes + 2, logger: logger)
-        try await store.schemaCheck(migrations: BuildMigrations.names())
+        let database = DatabaseStore.open(url, connections: options.lanes + 2, logger: logger)
+        try await database.schemaCheck(migrations: BuildMigrations.names())
+        let store = try await database.app(config.bundleId)
         let limiter = SharedBudgetLimiter(store: store, limits: config.rateLimits, namespace: config.bundleId, yield: yield(store),
                                           maxPause: config.retryPolicy.maxTotalWait, logger: logger)
         let client = AppStoreServerAPIClient(configuration: config, limiter: limiter, logger: Logger(label: "churnwatch.appstore"))

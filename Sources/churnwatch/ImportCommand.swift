@@ -67,8 +67,8 @@ struct ImportCommand: AsyncParsableCommand {
             } catch let e as ImportFileError {
                 throw CLIError(description: e.description, exitCode: ExitStatus.dataError)
             }
-            let store = try await app.singleStore(global, migrations: BuildMigrations.names())
-            try await Self.checkApp(store)
+            // The deployment's app is kept the default app (added when missing); another must have been added.
+            let store = try await app.singleStore(global, migrations: BuildMigrations.names(), marking: true)
             let counts: ImportCounts
             do {
                 counts = try await store.subscriptionsImport(parser)
@@ -86,15 +86,6 @@ struct ImportCommand: AsyncParsableCommand {
             if counts.read == 0 {
                 throw CLIError(description: "nothing could be imported from \(file)", exitCode: ExitStatus.dataError)
             }
-        }
-    }
-
-    /// The deployment's app (`APPSTORE_BUNDLE_ID`) is the default app; another must have been added.
-    static func checkApp(_ store: ChurnStore) async throws {
-        if store.app == AppOptions.deploymentApp() {
-            try await store.appsMarkDefault(store.app)
-        } else if try await !store.appsList().contains(where: { $0.bundleId == store.app }) {
-            throw CLIError.configuration("--app \(store.app) is not an app of this database: add it with `churnwatch apps add \(store.app)` first")
         }
     }
 }

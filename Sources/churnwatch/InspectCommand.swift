@@ -60,7 +60,7 @@ struct InspectCommand: AsyncParsableCommand {
     /// The app named with `--app`, from the database; nil without `--app` (the deployment's).
     func appRecord() async throws -> AppRecord? {
         guard !app.apps.isEmpty else { return nil }
-        let store = ChurnStore.open(try global.resolvedDatabaseURL(), app: "")
+        let store = DatabaseStore.open(try global.resolvedDatabaseURL())
         try await store.schemaCheck()
         let records = try app.selected(from: try await store.appsList())
         guard records.count == 1 else { throw CLIError.configuration("inspect works as one app: give --app once") }

@@ -23,18 +23,19 @@ struct FeedContext {
 
     /// The feed of the deployment's app (`ingest`).
     static func open(global: GlobalOptions, apple: AppleOptions, options: FeedOptions, asOf: Date, logger: Logger) async throws -> FeedContext {
-        let context = try await open(url: try global.resolvedDatabaseURL(), config: try apple.configuration(logger: logger), options: options,
-                                     asOf: asOf, logger: logger)
-        try await context.store.appsMarkDefault(context.store.app)
-        return context
+        try await open(url: try global.resolvedDatabaseURL(), config: try apple.configuration(logger: logger), options: options,
+                       asOf: asOf, markingDefault: true, logger: logger)
     }
 
-    /// The feed of the app `config` is for.
-    static func open(url: String, config: AppStoreConfiguration, options: FeedOptions, asOf: Date, logger: Logger) async throws -> FeedContext {
+    /// The feed of the app `config` is for (`markingDefault`: the deployment's, kept the default app).
+    static func open(url: String, config: AppStoreConfiguration, options: FeedOptions, asOf: Date, markingDefault: Bool = false,
+                     logger: Logger) async throws -> FeedContext {
         let settings = try options.settings()
         // One per apply lane, and one for the shared rate budget while a lane commits.
-        let store = ChurnStore.open(url, app: config.bundleId, connections: settings.applyLanes + 1, logger: logger)
-        try await store.schemaCheck(migrations: BuildMigrations.names())
+        let database = DatabaseStore.open(url, connections: settings.applyLanes + 1, logger: logger)
+        try await database.schemaCheck(migrations: BuildMigrations.names())
+        if markingDefault { try await database.appsMarkDefault(config.bundleId) }
+        let store = try await database.app(config.bundleId)
         let limiter = SharedBudgetLimiter(store: store, limits: config.rateLimits, namespace: config.bundleId,
                                           maxPause: config.retryPolicy.maxTotalWait, logger: logger)
         let client = AppStoreServerAPIClient(configuration: config, limiter: limiter, logger: Logger(label: "churnwatch.appstore"))
@@ -84,7 +85,7 @@ struct NotificationsIngestCommand: AsyncParsableCommand {
             }
             let now = Date()
             var context = try await openContext(now: now, logger: logger)
-            context.feed.takesInboxRow = NightSetup.App.inboxRule(context.store.app, among: try await context.store.appsList())
+            context.feed.takesInboxRow = NightSetup.App.inboxRule(context.store.app, among: try await context.store.database.appsList())
             var reader = LineReader(handle: handle, maxLineBytes: NotificationLine.maxBytes)
             let batchSize = context.feed.settings.batchSize
             var first = true

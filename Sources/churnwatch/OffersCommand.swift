@@ -55,7 +55,7 @@ struct OffersCommand: AsyncParsableCommand {
                 guard let share = Double(holdout), share >= 0, share < 1 else {
                     throw CLIError.configuration("--holdout \"\(holdout)\" is not a share from 0 to below 1 (e.g. 0.1)")
                 }
-                let store = try await app.singleStore(global)
+                let store = try await app.singleStore(global, marking: true)
                 try await store.offersSet(CampaignOffer(campaign: campaign, productId: product, offerId: offerId, holdout: share))
                 print("offer set: \(campaign.rawValue) \(product ?? "(all products)") \(offerId) holdout \(share)")
             }
@@ -109,7 +109,7 @@ struct OffersCommand: AsyncParsableCommand {
             try await reportingErrors {
                 let campaign = try WinbackCommand.campaign(self.campaign)
                 let product = try self.product.map { try OffersCommand.name($0, flag: "--product") }
-                let store = try await app.singleStore(global)
+                let store = try await app.singleStore(global, marking: true)
                 let n = try await store.offersRemove(campaign: campaign, productId: product)
                 print(n == 0 ? "removed 0 (no such offer)" : "removed \(n)")
             }
@@ -142,7 +142,7 @@ struct OffersCommand: AsyncParsableCommand {
                 guard !ids.isEmpty else { throw CLIError.configuration("give at least one entry id") }
                 let at = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
                 let store = try await app.singleStore(global)
-                let signer = try await OffersCommand.signers(store)
+                let signer = try await OffersCommand.signers(store.database)
                 let entries = try await store.winbackEntries(ids: Array(Swift.Set(ids)).sorted())
                 var refused: [String] = []
                 for id in Swift.Set(ids).subtracting(entries.map(\.id)).sorted() { refused.append("\(id) (unknown)") }
@@ -174,7 +174,7 @@ struct OffersCommand: AsyncParsableCommand {
 
     /// A signer per app: an offer is signed for its entry's app (its bundle id, and its own key
     /// when `churnwatch apps` gave it one; the deployment's otherwise).
-    static func signers(_ store: ChurnStore) async throws -> @Sendable (String) throws -> PromotionalOfferSigner {
+    static func signers(_ store: DatabaseStore) async throws -> @Sendable (String) throws -> PromotionalOfferSigner {
         typealias V = AppStoreConfiguration.Variable
         let env = ProcessInfo.processInfo.environment
         let deployment = try signer()

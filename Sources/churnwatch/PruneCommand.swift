@@ -79,7 +79,7 @@ struct PruneCommand: AsyncParsableCommand {
         try await reportingErrors {
             let policy = try retention.policy()
             let at = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
-            let store = ChurnStore.open(try global.resolvedDatabaseURL(), app: "")
+            let store = DatabaseStore.open(try global.resolvedDatabaseURL())
             try await store.schemaCheck()
             let stop = Mutex(false)
             let signals = SignalHandler { stop.withLock { $0 = true } }

@@ -44,12 +44,17 @@ struct ReportCommand: AsyncParsableCommand {
             }
             let asOf = try TimeArgument.parse(self.asOf, flag: "--as-of") ?? Date()
             let path = out ?? "churnwatch-report-\(asOf.ISO8601Format(.iso8601.year().month().day())).html"
-            let all = ChurnStore.open(try global.resolvedDatabaseURL(), app: "")
+            let database = DatabaseStore.open(try global.resolvedDatabaseURL())
             // Every app selected, each read in its own snapshot; a database with no app yet (or
             // no schema) gives the one page that says so.
             var pages: [ReportData] = []
-            for name in try await app.forReading(all).nonEmpty {
-                pages.append(try await all.scoped(to: name).reportData(asOf: asOf, days: days))
+            for record in try app.selected(from: try await database.appsList()) {
+                pages.append(try await database.scoped(to: record).reportData(asOf: asOf, days: days))
+            }
+            if pages.isEmpty {
+                var none = ReportData(asOf: asOf, days: days)
+                none.migrated = try await database.schemaPresent()
+                pages = [none]
             }
             let html = ReportPage.render(apps: pages)
             let url = URL(fileURLWithPath: path)

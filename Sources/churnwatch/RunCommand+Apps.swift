@@ -34,9 +34,9 @@ extension NightSetup.App {
     /// deployment's app marked the default). The deployment's settings are checked first: a bad
     /// one ends the command in one line, as before apps were kept.
     static func load(url: String, apple: AppleOptions, selection: AppOptions, feedOn: Bool, logger: Logger,
-                     connections: Int = 1) async throws -> (store: ChurnStore, apps: [NightSetup.App]) {
+                     connections: Int = 1) async throws -> (store: DatabaseStore, apps: [NightSetup.App]) {
         let deployment = try apple.configuration(logger: logger)
-        let store = ChurnStore.open(url, app: "", connections: connections, logger: logger)
+        let store = DatabaseStore.open(url, connections: connections, logger: logger)
         try await store.schemaCheck(migrations: BuildMigrations.names())
         try await store.appsMarkDefault(deployment.bundleId)
         let all = try await store.appsList()

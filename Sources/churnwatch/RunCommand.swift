@@ -62,7 +62,7 @@ struct RunCommand: AsyncParsableCommand {
             if let prune = night.prune, nights.allSatisfy({ if case .finished? = $0.outcome { true } else { false } }) {
                 // A store of its own: the one opened before the night may have lost its connection
                 // to a PostgreSQL restart the apps' engines rode out.
-                await Self.prune(ChurnStore.open(night.url, app: "", logger: logger), prune, asOf: night.options.asOf, logger: logger) {
+                await Self.prune(DatabaseStore.open(night.url, logger: logger), prune, asOf: night.options.asOf, logger: logger) {
                     stops.stopped || budget.usedUp(at: Date())
                 }
             }
@@ -97,7 +97,7 @@ struct RunCommand: AsyncParsableCommand {
     /// The prune at the end of a night that finished (`CHURNWATCH_PRUNE=off` turns it off): one line,
     /// within what is left of the time budget. Its failure is logged and changes no exit code (the
     /// night's work is done; `churnwatch prune` goes on from where it stopped).
-    static func prune(_ store: ChurnStore, _ policy: RetentionPolicy, asOf: Date, logger: Logger,
+    static func prune(_ store: DatabaseStore, _ policy: RetentionPolicy, asOf: Date, logger: Logger,
                       shouldStop: @escaping @Sendable () -> Bool) async {
         do {
             let report = try await store.prune(policy, asOf: asOf, now: Date(), dryRun: false, shouldStop: shouldStop)

@@ -39,7 +39,8 @@ struct SegmentsCommand: AsyncParsableCommand {
         global.bootstrapLogging()
         try await reportingErrors {
             let day = try TimeArgument.parse(self.day, flag: "--day") ?? Date()
-            let stores = try await app.readingStores(global, orNoApp: true)
+            let stores = try await app.readingStores(global)
+            guard !stores.isEmpty else { throw AppOptions.noAppsYet }
             if revenue {
                 var blocks: [(app: String, rows: [SegmentRevenue])] = []
                 for store in stores { blocks.append((store.app, try await store.segmentRevenueAtRisk())) }

@@ -45,8 +45,9 @@ struct StatusCommand: AsyncParsableCommand {
                 return id
             }
             let now = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
-            let stores = try await app.readingStores(global, orNoApp: true)
-            let environments = Dictionary(try await stores[0].appsList().map { ($0.bundleId, $0.environment) }) { first, _ in first }
+            let stores = try await app.readingStores(global)
+            guard let database = stores.first?.database else { throw AppOptions.noAppsYet }
+            let environments = Dictionary(try await database.appsList().map { ($0.bundleId, $0.environment) }) { first, _ in first }
             func feed(_ store: ChurnStore) async throws -> FeedStatus {
                 let named = environments[store.app].flatMap { $0 }.flatMap(AppStoreEnvironment.init(registered:))
                 return try await store.feedStatus(environment: named ?? FeedStatusText.environment(), asOf: now)
@@ -54,10 +55,10 @@ struct StatusCommand: AsyncParsableCommand {
             var shown: [AppStatus] = []
             if let runId {
                 // Run ids are global: run N is shown whatever its app, with its app's feed.
-                guard let owner = try await stores[0].runApp(runId), let status = try await stores[0].runStatus(runId, now: now) else {
+                guard let owner = try await database.runApp(runId), let status = try await stores[0].runStatus(runId, now: now) else {
                     throw CLIError(description: "no run \(runId)", exitCode: Self.unknownRun)
                 }
-                let store = stores[0].scoped(to: owner)
+                let store = try await database.app(owner)
                 shown = [AppStatus(app: owner, status: status, feed: try await feed(store), measuredAt: now)]
             } else {
                 for store in stores {

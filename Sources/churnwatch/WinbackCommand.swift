@@ -52,15 +52,15 @@ struct WinbackCommand: AsyncParsableCommand {
         return trimmed
     }
 
-    static func store(_ global: GlobalOptions) throws -> ChurnStore {
-        ChurnStore.open(try global.resolvedDatabaseURL(), app: "")
+    static func store(_ global: GlobalOptions) throws -> DatabaseStore {
+        DatabaseStore.open(try global.resolvedDatabaseURL())
     }
 
     /// Prints what was settled on stdout and, when some ids were refused, exits 65 with one line.
     /// ack and release: validate the ids and consumer, settle them, report in one line.
     static func settle(
         _ texts: [String], consumer: String?, global: GlobalOptions, verb: String,
-        _ operation: (ChurnStore, [Int64], String?) async throws -> WinbackSettlement
+        _ operation: (DatabaseStore, [Int64], String?) async throws -> WinbackSettlement
     ) async throws {
         try await reportingErrors {
             let ids = try Self.ids(texts)

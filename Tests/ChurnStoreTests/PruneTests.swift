@@ -69,13 +69,13 @@ struct PruneTests {
             try Self.seed(db)
             let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             let before = try Self.counts(db)
-            let dry = try await store.prune(RetentionPolicy(), asOf: Self.asOf, now: Date(), dryRun: true)
+            let dry = try await store.database.prune(RetentionPolicy(), asOf: Self.asOf, now: Date(), dryRun: true)
             #expect(try Self.counts(db) == before, "a dry run changes nothing")
             let expected = ["run_items": 7, "run_workers": 1, "notifications": 4, "notification_inbox": 1, "quarantine": 1,
                             "segment_changes": 1, "transactions": 2]
             #expect(Dictionary(uniqueKeysWithValues: dry.rows.map { ($0.table, $0.rows) }) == expected)
 
-            let done = try await store.prune(RetentionPolicy(), asOf: Self.asOf, now: Date(), dryRun: false, batch: 2)
+            let done = try await store.database.prune(RetentionPolicy(), asOf: Self.asOf, now: Date(), dryRun: false, batch: 2)
             #expect(Dictionary(uniqueKeysWithValues: done.rows.map { ($0.table, $0.rows) }) == expected)
             #expect(done.statements > expected.values.reduce(0, +) / 2, "batches of 2: \(done.statements) statements")
             let after = try Self.counts(db)
@@ -87,7 +87,7 @@ struct PruneTests {
             let kept = try db.query("SELECT transaction_id FROM churnwatch.transactions ORDER BY 1").map { try $0.decode(String.self, at: 0) }
             #expect(kept == ["t-newest", "t-u2"], "a subscription's newest transaction stays, however old")
 
-            let again = try await store.prune(RetentionPolicy(), asOf: Self.asOf, now: Date(), dryRun: false)
+            let again = try await store.database.prune(RetentionPolicy(), asOf: Self.asOf, now: Date(), dryRun: false)
             #expect(again.total == 0)
         }
     }
@@ -99,7 +99,7 @@ struct PruneTests {
             try Self.seed(db)
             let before = try Self.counts(db)
             let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
-            let stopped = try await store.prune(RetentionPolicy(), asOf: Self.asOf, now: Date(), dryRun: false, shouldStop: { true })
+            let stopped = try await store.database.prune(RetentionPolicy(), asOf: Self.asOf, now: Date(), dryRun: false, shouldStop: { true })
             #expect(stopped.stopped && stopped.total == 0)
             #expect(try Self.counts(db) == before)
         }

@@ -110,7 +110,7 @@ struct RefundStoreTests {
             columns.append(try record("2", "2-paid", start: Self.t0 - 10 * 86_400, days: 30, offer: nil, price: 9_990))
             let written = columns
             try await store.pool.withTransaction { db in try ChurnStore.transactionsUpsert(db, written) }
-            _ = try await store.prune(RetentionPolicy(), asOf: Self.t0, now: Date(), dryRun: false)
+            _ = try await store.database.prune(RetentionPolicy(), asOf: Self.t0, now: Date(), dryRun: false)
             let kept = try db.query("SELECT transaction_id FROM churnwatch.transactions ORDER BY 1").map { try $0.decode(String.self, at: 0) }
             #expect(kept == ["1-paid", "2-paid"], "prune removed the periods that ended over 60 days ago")
             try await Self.commit(store, [.request(Self.notice(1, "1")), .request(Self.notice(2, "2"))], at: Self.t0)

@@ -98,7 +98,7 @@ struct RetentionLoopStoreTests {
                 if isHeld { held += 1 }
             }
             #expect((60...140).contains(held), "held out \(held) of 200 at 0.5")
-            let claim = try await store.winbackClaim(campaign: .saveOffer, consumer: "c", limit: 1000, lease: 900, asOf: Self.t0)
+            let claim = try await store.database.winbackClaim(campaign: .saveOffer, consumer: "c", limit: 1000, lease: 900, asOf: Self.t0)
             #expect(claim.entries.count == 200 - held)
             #expect(claim.entries.allSatisfy { !$0.holdout && $0.offerId == "save.all" })
             // A consumer that claims pending rows with SQL never sees held-out ones either.
@@ -177,8 +177,8 @@ struct RetentionLoopStoreTests {
             try await store.offersSet(CampaignOffer(campaign: .saveOffer, productId: "pro.monthly", offerId: "c", holdout: 0))
             let list = try await store.offersList()
             #expect(list.map(\.offerId) == ["b", "c"] && list.map(\.productId) == [nil, "pro.monthly"] && list[0].holdout == 0.2)
-            #expect(try await store.offersConfigured(campaign: .saveOffer))
-            #expect(try await store.offersConfigured(campaign: .billingFix) == false)
+            #expect(try await store.database.offersConfigured(campaign: .saveOffer, apps: [store.app]))
+            #expect(try await store.database.offersConfigured(campaign: .billingFix, apps: [store.app]) == false)
             #expect(try await store.offersRemove(campaign: .saveOffer, productId: nil) == 1)
             #expect(try await store.offersRemove(campaign: .saveOffer, productId: nil) == 0)
             #expect(try await store.offersList().map(\.offerId) == ["c"])

@@ -8,8 +8,8 @@ import Testing
 @Suite("ChurnStore connection operations")
 struct StoreConnectionTests {
     /// A store on a port nothing listens on (libpq's connect fails at once).
-    static let unreachable = ChurnStore(connectionString: "postgresql://postgres@127.0.0.1:1/x", connections: 1, app: "com.example.churnwatch",
-                                        logger: .store, databaseLogger: .postgres)
+    static let unreachable = DatabaseStore(connectionString: "postgresql://postgres@127.0.0.1:1/x", connections: 1,
+                                           logger: .store, databaseLogger: .postgres).scoped(to: AppRecord(bundleId: "com.example.churnwatch"))
 
     @Test("a run lock taken by one process's RunLocks is refused to another's until the first closes")
     func runLocksExclude() async throws {
@@ -35,7 +35,7 @@ struct StoreConnectionTests {
 
     @Test("an unreachable database is a connection problem of kind connectFailed; other errors are none")
     func connectionProblemClassifies() async throws {
-        let error = await #expect(throws: (any Error).self) { try await Self.unreachable.schemaCheck() }
+        let error = await #expect(throws: (any Error).self) { try await Self.unreachable.database.schemaCheck() }
         let problem = try #require(error.flatMap { DatabaseConnectionProblem($0) })
         #expect(problem.kind == .connectFailed)
         #expect(!problem.message.isEmpty)
@@ -51,7 +51,7 @@ struct StoreConnectionTests {
         let policy = DatabaseRetryPolicy(initialDelay: 0.01, maxDelay: 0.02, budget: 0.2)
         let error = await #expect(throws: (any Error).self) {
             try await Self.unreachable.withReconnect(policy: policy, onRetry: { message, _ in retries.add(message) }) {
-                try await Self.unreachable.schemaCheck()
+                try await Self.unreachable.database.schemaCheck()
             }
         }
         let problem = try #require(error.flatMap { DatabaseConnectionProblem($0) })

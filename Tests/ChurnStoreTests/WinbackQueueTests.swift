@@ -47,7 +47,7 @@ struct WinbackQueueTests {
             try Self.entry(db, "1007", status: "obsolete")
 
             let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
-            let first = try await store.winbackClaim(campaign: .saveOffer, consumer: "mailer-1", limit: 2, lease: 15 * Self.minute, asOf: Self.t0)
+            let first = try await store.database.winbackClaim(campaign: .saveOffer, consumer: "mailer-1", limit: 2, lease: 15 * Self.minute, asOf: Self.t0)
             #expect(first.entries.map(\.id) == [oldest, middle])
             #expect(first.expired == 0)
             let e = try #require(first.entries.first)
@@ -56,14 +56,14 @@ struct WinbackQueueTests {
             #expect(e.claimExpiresAt == Self.t0.addingTimeInterval(15 * Self.minute))
             #expect(e.customerRef == "ref-1002" && e.productId == "pro.monthly" && e.episode == "e1")
 
-            let second = try await store.winbackClaim(campaign: .saveOffer, consumer: "mailer-1", limit: 10, lease: 15 * Self.minute, asOf: Self.t0)
+            let second = try await store.database.winbackClaim(campaign: .saveOffer, consumer: "mailer-1", limit: 10, lease: 15 * Self.minute, asOf: Self.t0)
             #expect(second.entries.map(\.id) == [newer], "not_before in the future, other campaigns and settled entries are not claimed")
             #expect(second.entries.first?.offerIds == ["wb.best", "wb.second"])
             #expect(try Self.status(db, future).status == "pending")
             #expect(try Self.status(db, otherCampaign).status == "pending")
 
             // not_before is inclusive: at its moment the entry is due.
-            let atNotBefore = try await store.winbackClaim(campaign: .saveOffer, consumer: "mailer-1", limit: 10, lease: 60,
+            let atNotBefore = try await store.database.winbackClaim(campaign: .saveOffer, consumer: "mailer-1", limit: 10, lease: 60,
                                                            asOf: Self.t0.addingTimeInterval(Self.minute))
             #expect(atNotBefore.entries.map(\.id) == [future])
         }
@@ -85,7 +85,7 @@ struct WinbackQueueTests {
                     group.addTask {
                         var mine: [Int64] = []
                         while true {
-                            let batch = try await store.winbackClaim(campaign: .winbackOffer, consumer: "consumer-\(c)", limit: 7,
+                            let batch = try await store.database.winbackClaim(campaign: .winbackOffer, consumer: "consumer-\(c)", limit: 7,
                                                                      lease: 900, asOf: Self.t0)
                             if batch.entries.isEmpty { return mine }
                             #expect(batch.entries.allSatisfy { $0.claimedBy == "consumer-\(c)" })
@@ -116,7 +116,7 @@ struct WinbackQueueTests {
             _ = try other.query("SELECT id FROM churnwatch.winback_queue WHERE id = ANY(\(Array(ids.prefix(2)))) FOR UPDATE")
             // Were the claim to wait on those locks, lock_timeout would fail it instead of hanging the test.
             let pool = PostgresPool(connectionString: fresh.url, overrides: ["dbname": fresh.name, "options": "-c lock_timeout=5s"], size: 1, logger: .postgres)
-            let claim = try await ChurnStore(pool: pool, logger: .store).winbackClaim(campaign: .saveOffer, consumer: "b", limit: 10, lease: 900, asOf: Self.t0)
+            let claim = try await DatabaseStore(pool: pool, logger: .store).winbackClaim(campaign: .saveOffer, consumer: "b", limit: 10, lease: 900, asOf: Self.t0)
             #expect(claim.entries.map(\.id) == Array(ids.dropFirst(2)))
             try other.execute("ROLLBACK")
             #expect(try Self.status(db, ids[0]).status == "pending")
@@ -129,23 +129,23 @@ struct WinbackQueueTests {
             let db = try Self.migrated(fresh)
             let id = try Self.entry(db, "2001")
             let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
-            let a = try await store.winbackClaim(campaign: .saveOffer, consumer: "a", limit: 10, lease: 15 * Self.minute, asOf: Self.t0)
+            let a = try await store.database.winbackClaim(campaign: .saveOffer, consumer: "a", limit: 10, lease: 15 * Self.minute, asOf: Self.t0)
             #expect(a.entries.map(\.id) == [id])
 
-            let duringLease = try await store.winbackClaim(campaign: .saveOffer, consumer: "b", limit: 10, lease: 15 * Self.minute,
+            let duringLease = try await store.database.winbackClaim(campaign: .saveOffer, consumer: "b", limit: 10, lease: 15 * Self.minute,
                                                            asOf: Self.t0.addingTimeInterval(14 * Self.minute))
             #expect(duringLease.entries.isEmpty)
 
             let afterLease = Self.t0.addingTimeInterval(16 * Self.minute)
-            let b = try await store.winbackClaim(campaign: .saveOffer, consumer: "b", limit: 10, lease: 15 * Self.minute, asOf: afterLease)
+            let b = try await store.database.winbackClaim(campaign: .saveOffer, consumer: "b", limit: 10, lease: 15 * Self.minute, asOf: afterLease)
             #expect(b.entries.map(\.id) == [id])
             #expect(b.entries.first?.claimedBy == "b")
             #expect(b.entries.first?.claimExpiresAt == afterLease.addingTimeInterval(15 * Self.minute))
 
-            let lateAck = try await store.winbackAck(ids: [id], consumer: "a")
+            let lateAck = try await store.database.winbackAck(ids: [id], consumer: "a")
             #expect(lateAck.settled.isEmpty)
             #expect(lateAck.refused == [.init(id: id, why: .claimedByOther("b"))])
-            let ack = try await store.winbackAck(ids: [id], consumer: "b")
+            let ack = try await store.database.winbackAck(ids: [id], consumer: "b")
             #expect(ack.settled == [id] && ack.refused.isEmpty)
             #expect(try Self.status(db, id).status == "done")
             #expect(try Self.status(db, id).claimedBy == "b", "done entries keep who sent them")
@@ -167,7 +167,7 @@ struct WinbackQueueTests {
             let otherCampaignPast = try Self.entry(db, "3006", campaign: "billing_fix", expiresAt: at.addingTimeInterval(-Self.minute))
 
             let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
-            let claim = try await store.winbackClaim(campaign: .saveOffer, consumer: "c", limit: 10, lease: 900, asOf: at)
+            let claim = try await store.database.winbackClaim(campaign: .saveOffer, consumer: "c", limit: 10, lease: 900, asOf: at)
             #expect(claim.entries.map(\.id) == [stillOpen])
             #expect(claim.expired == 3)
             #expect(try Self.status(db, pendingPast).status == "expired")
@@ -177,7 +177,7 @@ struct WinbackQueueTests {
             #expect(try Self.status(db, otherCampaignPast).status == "pending", "only the claimed campaign is swept")
 
             // The busy consumer may still ack what it holds.
-            #expect(try await store.winbackAck(ids: [liveClaimPast], consumer: "busy").settled == [liveClaimPast])
+            #expect(try await store.database.winbackAck(ids: [liveClaimPast], consumer: "busy").settled == [liveClaimPast])
         }
     }
 
@@ -191,10 +191,10 @@ struct WinbackQueueTests {
             let pending = try Self.entry(db, "4004", notBefore: Self.t0.addingTimeInterval(Self.hour))
             let obsolete = try Self.entry(db, "4005", status: "obsolete")
             let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
-            let claim = try await store.winbackClaim(campaign: .saveOffer, consumer: "m", limit: 10, lease: 900, asOf: Self.t0)
+            let claim = try await store.database.winbackClaim(campaign: .saveOffer, consumer: "m", limit: 10, lease: 900, asOf: Self.t0)
             #expect(claim.entries.map(\.id).sorted() == [one, two, three])
 
-            let ack = try await store.winbackAck(ids: [one, 999_999, pending, obsolete, one], consumer: nil)
+            let ack = try await store.database.winbackAck(ids: [one, 999_999, pending, obsolete, one], consumer: nil)
             #expect(ack.settled == [one])
             #expect(ack.alreadyDone.isEmpty)
             #expect(ack.refused == [
@@ -203,23 +203,23 @@ struct WinbackQueueTests {
                 .init(id: 999_999, why: .unknown),
             ])
 
-            let retried = try await store.winbackAck(ids: [one], consumer: "m")
+            let retried = try await store.database.winbackAck(ids: [one], consumer: "m")
             #expect(retried.settled.isEmpty && retried.alreadyDone == [one] && retried.refused.isEmpty)
-            let byOther = try await store.winbackAck(ids: [one], consumer: "someone-else")
+            let byOther = try await store.database.winbackAck(ids: [one], consumer: "someone-else")
             #expect(byOther.refused == [.init(id: one, why: .notClaimed(.done))])
 
-            let refusedRelease = try await store.winbackRelease(ids: [two], consumer: "someone-else")
+            let refusedRelease = try await store.database.winbackRelease(ids: [two], consumer: "someone-else")
             #expect(refusedRelease.refused == [.init(id: two, why: .claimedByOther("m"))])
             #expect(try Self.status(db, two).status == "claimed")
 
-            let release = try await store.winbackRelease(ids: [two, one], consumer: "m")
+            let release = try await store.database.winbackRelease(ids: [two, one], consumer: "m")
             #expect(release.settled == [two])
             #expect(release.refused == [.init(id: one, why: .notClaimed(.done))], "a done entry is never given back")
             let released = try Self.status(db, two)
             #expect(released.status == "pending" && released.claimedBy == nil && released.claimExpiresAt == nil)
 
             // Released entries are claimable at once, by anyone.
-            let again = try await store.winbackClaim(campaign: .saveOffer, consumer: "n", limit: 10, lease: 900, asOf: Self.t0)
+            let again = try await store.database.winbackClaim(campaign: .saveOffer, consumer: "n", limit: 10, lease: 900, asOf: Self.t0)
             #expect(again.entries.map(\.id) == [two])
         }
     }
@@ -232,9 +232,9 @@ struct WinbackQueueTests {
             try Self.entry(db, "5002", status: "done")
             try Self.entry(db, "5003", campaign: "billing_fix")
             let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
-            #expect(try await store.winbackList(campaign: .saveOffer, status: .pending, limit: 10).map(\.id) == [a])
-            #expect(try await store.winbackList(campaign: nil, status: nil, limit: 10).count == 3)
-            #expect(try await store.winbackList(campaign: nil, status: nil, limit: 2).count == 2)
+            #expect(try await store.database.winbackList(campaign: .saveOffer, status: .pending, limit: 10).map(\.id) == [a])
+            #expect(try await store.database.winbackList(campaign: nil, status: nil, limit: 10).count == 3)
+            #expect(try await store.database.winbackList(campaign: nil, status: nil, limit: 2).count == 2)
         }
     }
 }

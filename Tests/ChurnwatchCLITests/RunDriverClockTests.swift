@@ -37,7 +37,8 @@ struct RunDriverClockTests {
         try world.sim.setClock(NightlyRunEndToEndTests.iso(Self.start))
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         let config = try AppStoreConfiguration.fromEnvironment(world.env)
-        let store = ChurnStore(connectionString: try #require(world.env["DATABASE_URL"]), connections: 4, app: config.bundleId, logger: logger, databaseLogger: logger)
+        let store = try await DatabaseStore(connectionString: try #require(world.env["DATABASE_URL"]), connections: 4, logger: logger, databaseLogger: logger)
+            .app(config.bundleId)
         let client = AppStoreServerAPIClient(configuration: config, logger: logger)
         var options = RunOptions(asOf: Self.start)
         options.concurrency = 8

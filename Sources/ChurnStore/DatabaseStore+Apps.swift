@@ -61,7 +61,7 @@ enum AppsTable {
     }
 }
 
-extension ChurnStore {
+extension DatabaseStore {
     /// Makes the deployment's app (`APPSTORE_BUNDLE_ID`) the default app, adding it when missing.
     public func appsMarkDefault(_ bundleId: String) async throws {
         try await pool.withConnection { db in try AppsTable.markDefault(db, bundleId: bundleId) }

@@ -16,7 +16,7 @@ public struct PruneReport: Sendable {
     public var total: Int { rows.reduce(0) { $0 + $1.rows } }
 }
 
-extension ChurnStore {
+extension DatabaseStore {
     /// Deletes what `policy` no longer keeps (docs/contracts.md, "Retention"), in statements of at
     /// most `batch` rows, each its own transaction: a run, a sync, `--join` workers and consumers
     /// work beside it and never wait long on it. Ages by `asOf` (the run's moment) what is dated
