@@ -80,9 +80,7 @@ extension ChurnStore {
                 RETURNING r.notification_uuid, r.original_transaction_id, r.transaction_id, r.environment, r.requested_at, r.deadline,
                           r.period_start, r.period_end, r.attempts,
                           coalesce((SELECT s.had_trial FROM churnwatch.subscriptions s
-                                    WHERE s.original_transaction_id = r.original_transaction_id), false)
-                          OR EXISTS (SELECT 1 FROM churnwatch.transactions t WHERE t.original_transaction_id = r.original_transaction_id
-                                     AND t.offer_type = 1 AND t.price = 0) AS trial_seen
+                                    WHERE s.original_transaction_id = r.original_transaction_id), false) AS trial_seen
                 """)
             let claimed = try rows.map { row -> ClaimedRefundRequest in
                 let env = try row.decode(String.self, "environment")

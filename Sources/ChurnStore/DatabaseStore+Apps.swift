@@ -33,6 +33,11 @@ public struct AppRecord: Sendable, Equatable {
     public static func sameBundleId(_ a: String, _ b: String) -> Bool {
         a.count == b.count && a.lowercased() == b.lowercased()
     }
+
+    /// The app `name` names among `apps`: spelled the same, else spelled otherwise (``sameBundleId(_:_:)``).
+    public static func named(_ name: String, in apps: [AppRecord]) -> AppRecord? {
+        apps.first { $0.bundleId == name } ?? apps.first { sameBundleId($0.bundleId, name) }
+    }
 }
 
 /// Why `apps add|set|remove` changed nothing.

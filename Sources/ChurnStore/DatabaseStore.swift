@@ -34,7 +34,7 @@ public struct DatabaseStore: Sendable {
     /// or one line saying it is not an app of the database (``AppsError``).
     public func app(_ bundleId: String) async throws -> ChurnStore {
         let apps = try await appsList()
-        guard let app = apps.first(where: { $0.bundleId == bundleId }) ?? apps.first(where: { AppRecord.sameBundleId($0.bundleId, bundleId) }) else {
+        guard let app = AppRecord.named(bundleId, in: apps) else {
             let known = apps.map(\.bundleId).joined(separator: ", ")
             throw AppsError(description: "\(bundleId.prefix(160)) is not an app of this database (apps: \(known.isEmpty ? "none" : known)); add it with `churnwatch apps add`, or set APPSTORE_BUNDLE_ID and run `churnwatch migrate`")
         }

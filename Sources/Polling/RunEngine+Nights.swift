@@ -14,8 +14,9 @@ extension RunEngine {
         if let feed = options.feed {
             windows.feedEnvironments = try await syncFeed(feed, locks: locks)
             if let asked = feedSummary?.stop, asked.isAskedFor { return .stopped(runId: nil, asked) }
-            if let answerer = options.refunds { await answerRefunds(answerer) }
+            // A refused key would refuse the answers too; a first sync cut short has read no request.
             if let stop = try await persist("feed check", { try await self.feedStop(feed) }) { return .stopped(runId: nil, stop) }
+            if let answerer = options.refunds { await answerRefunds(answerer) }
         }
         guard let plan = try await planNights(locks: locks, windows: windows) else {
             return .anotherRunInProgress(runId: try await store.runFindUnfinished(kind: .nightly)?.id)

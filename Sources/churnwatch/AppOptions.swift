@@ -35,7 +35,7 @@ struct AppOptions: ParsableArguments {
     func selected(from all: [AppRecord]) throws -> [AppRecord] {
         guard !apps.isEmpty else { return all }
         return try apps.map { name in
-            guard let app = all.first(where: { $0.bundleId == name }) ?? all.first(where: { AppRecord.sameBundleId($0.bundleId, name) }) else {
+            guard let app = AppRecord.named(name, in: all) else {
                 let known = all.map(\.bundleId).joined(separator: ", ")
                 throw CLIError.configuration("--app \(name.prefix(160)) is not an app of this database (apps: \(known.isEmpty ? "none" : known)); add it with `churnwatch apps add`")
             }

@@ -145,7 +145,7 @@ struct AppsCommand: AsyncParsableCommand {
             try await reportingErrors {
                 let store = try await AppsCommand.store(global)
                 let name = try settings.checkedBundleId()
-                guard let current = try await store.appsList().first(where: { AppRecord.sameBundleId($0.bundleId, name) }) else {
+                guard let current = AppRecord.named(name, in: try await store.appsList()) else {
                     throw CLIError.configuration("no app \(name): add it with `churnwatch apps add` (`churnwatch apps list` shows the apps)")
                 }
                 let record = try settings.applied(to: current)
@@ -168,7 +168,7 @@ struct AppsCommand: AsyncParsableCommand {
             global.bootstrapLogging()
             try await reportingErrors {
                 let store = try await AppsCommand.store(global)
-                let name = try await store.appsList().first(where: { AppRecord.sameBundleId($0.bundleId, bundleId) })?.bundleId ?? bundleId
+                let name = AppRecord.named(bundleId, in: try await store.appsList())?.bundleId ?? bundleId
                 try await AppsCommand.saving { try await store.appsRemove(name) }
                 print("app removed: \(name) (its rows stay)")
             }
