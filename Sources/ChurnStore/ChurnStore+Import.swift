@@ -18,12 +18,16 @@ public struct ImportCounts: Sendable, Equatable {
 }
 
 extension ChurnStore {
-    /// Registers the subscriptions of an import file: COPY into a staging table, then one
-    /// `INSERT ... ON CONFLICT DO NOTHING`, all in one transaction. Re-importing the same file
-    /// changes nothing; rows already registered keep every column as it is.
-    public func subscriptionsImport(_ parser: SubscriptionImportParser) async throws -> ImportCounts {
+    /// Registers the subscriptions of an import file, parsed before (``ImportSpool``): COPY of
+    /// its good records into a staging table, then one `INSERT ... ON CONFLICT DO NOTHING`, all
+    /// in one transaction. Re-importing the same file changes nothing; rows already registered
+    /// keep every column as it is.
+    public func subscriptionsImport(_ spool: ImportSpool) async throws -> ImportCounts {
         let result = try await pool.withTransaction(maxAttempts: 2) { db in
             var counts = ImportCounts()
+            counts.read = spool.read
+            counts.rejectedCount = spool.rejectedCount
+            counts.rejections = spool.rejections
             try db.runScript("""
                 CREATE TEMP TABLE import_stage (
                     line int NOT NULL, original_transaction_id text NOT NULL, app_account_token uuid,
@@ -31,13 +35,9 @@ extension ChurnStore {
                 ) ON COMMIT DROP
                 """)
             try db.copyFrom("COPY import_stage (line, original_transaction_id, app_account_token, customer_ref, environment, receipt_data) FROM STDIN") { writer in
-                try parser.parse(accept: { r in
-                    counts.read += 1
+                try spool.forEach { r in
                     try writer.row([Int32(r.line), r.originalTransactionId, r.appAccountToken, r.customerRef, r.environment, r.receiptData])
-                }, reject: { rejection in
-                    counts.rejectedCount += 1
-                    if counts.rejections.count < 1000 { counts.rejections.append(rejection) }
-                })
+                }
             }
             // Registered with a receipt alone: a placeholder key until the first poll learns the id.
             try db.execute("""

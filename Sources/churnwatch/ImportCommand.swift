@@ -57,13 +57,12 @@ struct ImportCommand: AsyncParsableCommand {
         global.bootstrapLogging()
         try await reportingErrors {
             let defaultEnvironment = try Self.defaultEnvironment(ProcessInfo.processInfo.environment)
+            // Standard input is copied to a private temporary file in chunks, never held in memory whole.
+            let input = file == "-" ? try Self.spoolStandardInput() : nil
+            defer { if let input { try? FileManager.default.removeItem(at: input) } }
             let parser: SubscriptionImportParser
-            // Standard input is copied to a private temporary file in chunks (an import is read
-            // again when its transaction is retried), never held in memory whole.
-            let spool = file == "-" ? try Self.spoolStandardInput() : nil
-            defer { if let spool { try? FileManager.default.removeItem(at: spool) } }
             do {
-                parser = try SubscriptionImportParser(contentsOf: spool ?? URL(fileURLWithPath: file), defaultEnvironment: defaultEnvironment)
+                parser = try SubscriptionImportParser(contentsOf: input ?? URL(fileURLWithPath: file), defaultEnvironment: defaultEnvironment)
             } catch let e as ImportFileError {
                 throw CLIError(description: e.description, exitCode: ExitStatus.dataError)
             }
@@ -71,7 +70,8 @@ struct ImportCommand: AsyncParsableCommand {
             let store = try await app.singleStore(global, migrations: BuildMigrations.names(), marking: true)
             let counts: ImportCounts
             do {
-                counts = try await store.subscriptionsImport(parser)
+                // Parsed whole before the transaction; the store copies the good records.
+                counts = try await store.subscriptionsImport(try ImportSpool(parser))
             } catch let e as ImportFileError {
                 throw CLIError(description: e.description, exitCode: ExitStatus.dataError)
             }

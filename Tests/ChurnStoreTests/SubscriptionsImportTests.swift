@@ -18,7 +18,7 @@ struct SubscriptionsImportTests {
             csv += "4000001,,dup,Production,\n"   // duplicate of an earlier line
             csv += "bad id,,x,Production,\n"        // rejected
             let parser = try SubscriptionImportParser(data: Data(csv.utf8))
-            let first = try await store.subscriptionsImport(parser)
+            let first = try await store.subscriptionsImport(try ImportSpool(parser))
             #expect(first.read == 5001)
             #expect(first.inserted == 5000)
             #expect(first.duplicatesInFile == 1)
@@ -33,7 +33,7 @@ struct SubscriptionsImportTests {
 
             // The worker has polled one subscription; a re-import must not touch it.
             try db.execute("UPDATE churnwatch.subscriptions SET customer_ref = 'changed', last_polled_at = now() WHERE original_transaction_id = '4000002'")
-            let second = try await store.subscriptionsImport(parser)
+            let second = try await store.subscriptionsImport(try ImportSpool(parser))
             #expect(second.inserted == 0)
             #expect(second.alreadyKnown == 5000)
             #expect(try db.query("SELECT customer_ref FROM churnwatch.subscriptions WHERE original_transaction_id = '4000002'")[0].decode(String.self, at: 0) == "changed")
