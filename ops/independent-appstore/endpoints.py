@@ -8,7 +8,7 @@ import base64
 import hashlib
 import json
 
-from model import PRODUCTS, Subscription
+from model import PRODUCTS, Subscription, json_object
 from pki import APIKey
 from world import World
 
@@ -26,12 +26,14 @@ class TransactionEndpoints:
         transaction id, the body as parsed, what it was answered; then answered."""
         w = self.apps.get(APIKey.claimed_bid(h.headers.get("Authorization")) or "", self.world)
         with w.lock:
-            record = {"at": w.now_ms, "environment": self.environment, "method": method, "transactionId": tid}
+            record = {"at": w.now_ms, "environment": self.environment, "method": method, "transactionId": tid,
+                      "status": None, "errorCode": None}
             try:
                 record["body"] = json.loads(raw.decode("utf-8")) if raw else None
             except Exception:  # noqa: BLE001
                 record["body"] = raw.decode("utf-8", "replace")
             w.consumption_puts.append(record)
+        h.indie_record = record  # send() writes the answer into it before the client has it
         try:
             if method != "PUT":
                 return self.send(h, 404, {"errorCode": 4040000, "errorMessage": "Not found."})
@@ -44,9 +46,8 @@ class TransactionEndpoints:
                 return self.refuse(h, bid, "PUT consumption")
             return self.limited(h, "consumption", lambda: self.consumption(h, w, tid, raw), tid, w)
         finally:
-            status, body = getattr(h, "indie_answer", (None, None))
-            record["status"] = status
-            record["errorCode"] = body.get("errorCode") if isinstance(body, dict) else None
+            h.indie_record = None  # the connection's next request is not this one (keep-alive)
+            status = record["status"]
             self.log(f"[{self.environment}] consumption {tid} {json.dumps(record.get('body'), sort_keys=True)}: {status}"
                      f"{' ' + str(record['errorCode']) if record['errorCode'] else ''}")
 
@@ -54,11 +55,8 @@ class TransactionEndpoints:
         """Apple's checks of a ConsumptionRequest body, then 202 Accepted with no body."""
         if self.lookup(h, w, tid) is None:
             return  # 4000006 or 4040010 sent
-        try:
-            body = json.loads(raw.decode("utf-8")) if raw else None
-        except Exception:  # noqa: BLE001
-            body = None
-        if not isinstance(body, dict):
+        body = json_object(raw)
+        if body is None:
             return self.error(h, 4000000)
         if body.get("customerConsented") is not True:  # without the customer's consent nothing may be sent
             return self.error(h, 4000035)

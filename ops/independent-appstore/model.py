@@ -3,6 +3,7 @@ transactions, V2 notifications as filed (fact sheet §8). The World that changes
 simulated time is world.py; the payloads it signs, payloads.py."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 DAY_MS = 86_400_000
@@ -132,3 +133,12 @@ class Notification:
     forged: bool = False        # served signed by the untrusted look-alike chain
     signed: dict = field(default_factory=dict)  # id(pki) -> signedPayload
     extra: dict = field(default_factory=dict)   # more `data` fields (consumptionRequestReason)
+
+
+def json_object(raw: bytes) -> dict | None:
+    """A request body as a JSON object, as Apple reads one; None when it is empty or is not one."""
+    try:
+        body = json.loads(raw.decode("utf-8")) if raw else None
+    except Exception:  # noqa: BLE001
+        return None
+    return body if isinstance(body, dict) else None

@@ -8,7 +8,7 @@ import hashlib
 import json
 import time
 
-from model import DAY_MS, NOTIFICATION_TYPES, Notification
+from model import DAY_MS, NOTIFICATION_TYPES, Notification, json_object
 from world import World
 
 # Get Notification History (fact sheet §2.5): how far back startDate may go, per environment.
@@ -82,11 +82,8 @@ class NotificationHistory:
     def _history_request(self, h, w: World, raw: bytes) -> dict | None:
         """The request body and its filters, checked as Apple does (fact sheet §2.5); None when
         it was refused (the error is sent)."""
-        try:
-            body = json.loads(raw.decode("utf-8")) if raw else None
-        except Exception:  # noqa: BLE001
-            body = None
-        if not isinstance(body, dict):
+        body = json_object(raw)
+        if body is None:
             return self.error(h, 4000000)
         now = w.now_ms
 

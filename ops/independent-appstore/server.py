@@ -171,7 +171,10 @@ class AppStoreServer(TransactionEndpoints, NotificationHistory):
             data = json.dumps(body, ensure_ascii=True, indent=2).replace("/", "\\/").encode("ascii")
         else:
             data = json.dumps(body, ensure_ascii=False).encode("utf-8")
-        h.indie_answer = (status, body)  # what this request was answered (the consumption record reads it)
+        record = getattr(h, "indie_record", None)
+        if record is not None:  # a consumption record holds its answer before the client can read it
+            record["status"] = status
+            record["errorCode"] = body.get("errorCode") if isinstance(body, dict) else None
         h.send_response(status)
         if body is not None:  # header names are case-insensitive: some answers use lower case
             h.send_header("content-type" if n % 4 == 0 else "Content-Type", "application/json;charset=utf-8")
