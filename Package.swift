@@ -3,7 +3,7 @@
 //
 // Dependencies point one way (docs/architecture.md §2):
 //   churnwatch → Polling → (AppStoreServerAPI, ChurnStore) → (ChurnModel, Postgres)
-// ChurnStore → ChurnReport (the report's figures and page, pure) → ChurnModel;
+// churnwatch → ChurnReport (the report's page, pure, built from the store's ReportRows) → ChurnModel;
 // ChurnStore and churnwatch → ChurnInput (reading files).
 // ChurnModel → AppStoreModels (Apple's enums and milliseconds, one vocabulary); both import
 // Foundation only otherwise. The simulator shares AppStoreModels
@@ -92,7 +92,6 @@ let package = Package(
                 "Postgres",
                 "AppStoreModels",
                 "ChurnModel",
-                "ChurnReport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Crypto", package: "swift-crypto"),  // SHA-256 of an oversized quarantined payload
             ]

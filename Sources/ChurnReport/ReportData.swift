@@ -1,7 +1,7 @@
 import ChurnModel
 import Foundation
 
-/// Everything `churnwatch report` shows, aggregated in SQL by `ChurnStore.reportData` and
+/// Everything `churnwatch report` shows, built from the rows the store read (``ReportRows``) and
 /// rendered by `ReportPage` without any I/O. Strings are database values: the renderer escapes
 /// every one of them. Days are `YYYY-MM-DD` (UTC).
 public struct ReportData: Sendable, Equatable {
@@ -43,10 +43,41 @@ public struct ReportData: Sendable, Equatable {
         self.days = days
     }
 
+    /// The page's figures from the store's rows: sizes grouped per day (oldest first), revenue
+    /// nil when no renewal price is known.
+    public init(_ rows: ReportRows) {
+        self.init(asOf: rows.asOf, days: rows.days)
+        app = rows.app
+        migrated = rows.migrated
+        subscriptions = rows.subscriptions
+        var sizes: [String: [String: Int]] = [:]
+        for s in rows.segmentSizes { sizes[s.day, default: [:]][s.segment, default: 0] += s.subscriptions }
+        segmentDays = sizes.keys.sorted().map { SegmentDay(day: $0, sizes: sizes[$0] ?? [:]) }
+        segmentProducts = rows.segmentProducts
+        events = rows.events
+        flows = rows.flows
+        billing = rows.billing
+        winback = rows.winback
+        outcomes = rows.outcomes
+        revenue = rows.revenue.isEmpty ? nil : Revenue(rows: rows.revenue)
+        runs = rows.runs
+        refunds = rows.refunds
+    }
+
     /// True when there is nothing at all to show: no subscriptions, no history, no runs.
     public var isEmpty: Bool {
         subscriptions == 0 && segmentDays.isEmpty && events.isEmpty && runs.isEmpty && winback.isEmpty
     }
+
+    public typealias SegmentProduct = ReportRows.SegmentProduct
+    public typealias EventCount = ReportRows.EventCount
+    public typealias Flow = ReportRows.Flow
+    public typealias Billing = ReportRows.Billing
+    public typealias RecoveryPoint = ReportRows.RecoveryPoint
+    public typealias WinbackCount = ReportRows.WinbackCount
+    public typealias Outcome = ReportRows.Outcome
+    public typealias RevenueRow = ReportRows.RevenueRow
+    public typealias RunRow = ReportRows.RunRow
 
     public struct SegmentDay: Sendable, Equatable {
         public var day: String
@@ -59,157 +90,8 @@ public struct ReportData: Sendable, Equatable {
         public var total: Int { sizes.values.reduce(0, +) }
     }
 
-    public struct SegmentProduct: Sendable, Equatable {
-        public var segment: String
-        /// "" when unknown (never polled), as in `segment_daily`.
-        public var productId: String
-        public var subscriptions: Int
-        public init(segment: String, productId: String, subscriptions: Int) {
-            self.segment = segment
-            self.productId = productId
-            self.subscriptions = subscriptions
-        }
-    }
-
-    public struct EventCount: Sendable, Equatable {
-        public var day: String
-        public var event: String
-        public var count: Int
-        public init(day: String, event: String, count: Int) {
-            self.day = day
-            self.event = event
-            self.count = count
-        }
-    }
-
-    public struct Flow: Sendable, Equatable {
-        public var from: String
-        public var to: String
-        /// Moves in the 7 days up to the as-of time.
-        public var last7: Int
-        /// Moves in the 30 days up to the as-of time (includes `last7`).
-        public var last30: Int
-        public init(from: String, to: String, last7: Int, last30: Int) {
-            self.from = from
-            self.to = to
-            self.last7 = last7
-            self.last30 = last30
-        }
-    }
-
-    public struct Billing: Sendable, Equatable {
-        public var inRetry = 0
-        public var inGrace = 0
-        /// Day 0, 1, ... since an episode's first failure.
-        public var recovery: [RecoveryPoint] = []
-        public init(inRetry: Int = 0, inGrace: Int = 0, recovery: [RecoveryPoint] = []) {
-            self.inRetry = inRetry
-            self.inGrace = inGrace
-            self.recovery = recovery
-        }
-    }
-
-    /// Of the billing-trouble episodes that began at least `day` days before the as-of time
-    /// (`observed`), those that had recovered within `day` days (`recovered`).
-    public struct RecoveryPoint: Sendable, Equatable {
-        public var day: Int
-        public var observed: Int
-        public var recovered: Int
-        public init(day: Int, observed: Int, recovered: Int) {
-            self.day = day
-            self.observed = observed
-            self.recovered = recovered
-        }
-        /// nil when no episode is old enough.
-        public var share: Double? { observed > 0 ? Double(recovered) / Double(observed) : nil }
-    }
-
-    public struct WinbackCount: Sendable, Equatable {
-        public var campaign: String
-        public var status: String
-        public var count: Int
-        public init(campaign: String, status: String, count: Int) {
-            self.campaign = campaign
-            self.status = status
-            self.count = count
-        }
-    }
-
-    /// One campaign and offer of the retention loop (docs/churn-model.md §6). Counts only: the
-    /// renderer derives shares and the uplift interval with `UpliftEstimate`.
-    public struct Outcome: Sendable, Equatable {
-        public var campaign: String
-        /// nil for entries created without an offer.
-        public var offerId: String?
-        /// Treated (not held out) entries, those acked (`done`), those decided and those saved.
-        public var entries: Int, delivered: Int, decided: Int, saved: Int
-        /// The same for the holdout.
-        public var holdoutEntries: Int, holdoutDecided: Int, holdoutSaved: Int
-        public var medianDaysToSave: Double?
-        /// Renewal price × treated saves, per currency, in milliunits.
-        public var revenueKept: [String: Int64]
-        public init(campaign: String, offerId: String?, entries: Int, delivered: Int, decided: Int, saved: Int,
-                    holdoutEntries: Int, holdoutDecided: Int, holdoutSaved: Int, medianDaysToSave: Double?,
-                    revenueKept: [String: Int64]) {
-            self.campaign = campaign
-            self.offerId = offerId
-            self.entries = entries
-            self.delivered = delivered
-            self.decided = decided
-            self.saved = saved
-            self.holdoutEntries = holdoutEntries
-            self.holdoutDecided = holdoutDecided
-            self.holdoutSaved = holdoutSaved
-            self.medianDaysToSave = medianDaysToSave
-            self.revenueKept = revenueKept
-        }
-    }
-
     public struct Revenue: Sendable, Equatable {
         public var rows: [RevenueRow]
         public init(rows: [RevenueRow]) { self.rows = rows }
-    }
-
-    public struct RevenueRow: Sendable, Equatable {
-        public var segment: String
-        public var currency: String
-        public var subscriptions: Int
-        /// Sum of renewal prices in milliunits of `currency` (Apple's `renewalPrice`).
-        public var milliunits: Int64
-        public init(segment: String, currency: String, subscriptions: Int, milliunits: Int64) {
-            self.segment = segment
-            self.currency = currency
-            self.subscriptions = subscriptions
-            self.milliunits = milliunits
-        }
-    }
-
-    public struct RunRow: Sendable, Equatable {
-        public var id: Int64
-        public var kind: String
-        public var status: String
-        public var asOf: Date
-        public var due: Int
-        public var polled: Int
-        public var failed: Int
-        /// Apple calls per endpoint, summed over the run's workers.
-        public var calls: [String: Int]
-        /// 429 answers; nil when no worker reported the figure.
-        public var http429: Int?
-        /// Seconds the run's workers were at work; nil while unknown.
-        public var durationSeconds: Double?
-        public init(id: Int64, kind: String, status: String, asOf: Date, due: Int, polled: Int, failed: Int,
-                    calls: [String: Int], http429: Int?, durationSeconds: Double?) {
-            self.id = id
-            self.kind = kind
-            self.status = status
-            self.asOf = asOf
-            self.due = due
-            self.polled = polled
-            self.failed = failed
-            self.calls = calls
-            self.http429 = http429
-            self.durationSeconds = durationSeconds
-        }
     }
 }

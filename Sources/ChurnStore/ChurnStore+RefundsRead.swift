@@ -1,5 +1,4 @@
 import ChurnModel
-import ChurnReport
 import Foundation
 import Postgres
 
@@ -35,7 +34,7 @@ extension ChurnStore {
     }
 
     /// The report's panel: the requests signed in its window.
-    static func reportRefunds(_ db: PostgresConnection, _ data: inout ReportData) throws {
+    static func reportRefunds(_ db: PostgresConnection, _ data: inout ReportRows) throws {
         let until = data.asOf
         data.refunds = try refundSummary(db, app: data.app, since: until.addingTimeInterval(-86_400 * Double(max(data.days, 1))), until: until)
     }

@@ -1,4 +1,4 @@
-import ChurnReport
+import ChurnModel
 import Foundation
 import Postgres
 
@@ -8,13 +8,13 @@ extension ChurnStore {
     /// of `asOf`; events, moves and runs after `asOf` are left out. Billing trouble now, the
     /// win-back queue and revenue at risk are the current state whatever `asOf` says.
     /// A database without the churnwatch schema gives `migrated == false`, not an error.
-    public func reportData(asOf: Date, days: Int) async throws -> ReportData {
+    public func reportRows(asOf: Date, days: Int) async throws -> ReportRows {
         try await pool.withTransaction { db in
             try db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             // Each query is a scan and a small aggregate: compiling it (JIT) took longer than
             // running it (0.8 s of 2.7 s for the billing curve over a million subscriptions).
             try db.execute(Self.withoutJIT)
-            var data = ReportData(asOf: asOf, days: days)
+            var data = ReportRows(asOf: asOf, days: days)
             data.app = app
             let tables = try db.query("""
                 SELECT to_regclass('churnwatch.subscriptions') IS NOT NULL, to_regclass('churnwatch.apps') IS NOT NULL
@@ -40,34 +40,33 @@ extension ChurnStore {
     }
 
     /// The first and last day of the report's window, `YYYY-MM-DD`.
-    static func reportWindow(_ data: ReportData) -> (first: String, last: String) {
+    static func reportWindow(_ data: ReportRows) -> (first: String, last: String) {
         let first = data.asOf.addingTimeInterval(-86_400 * Double(max(data.days, 1) - 1))
         return (dayString(first), dayString(data.asOf))
     }
 
-    static func reportSegments(_ db: PostgresConnection, _ data: inout ReportData) throws {
+    static func reportSegments(_ db: PostgresConnection, _ data: inout ReportRows) throws {
         let (first, last) = reportWindow(data)
-        var days: [String: [String: Int]] = [:]
-        for row in try db.query("""
+        data.segmentSizes = try db.query("""
             SELECT to_char(day, 'YYYY-MM-DD') AS day, segment, sum(subscriptions)::bigint AS n
             FROM churnwatch.segment_daily WHERE bundle_id = \(data.app) AND day BETWEEN \(first)::date AND \(last)::date
-            GROUP BY 1, 2
-            """) {
-            days[try row.decode(String.self, "day"), default: [:]][try row.decode(String.self, "segment")] = try row.decode(Int.self, "n")
+            GROUP BY 1, 2 ORDER BY 1, 2
+            """).map {
+            ReportRows.SegmentSize(day: try $0.decode(String.self, "day"), segment: try $0.decode(String.self, "segment"),
+                                   subscriptions: try $0.decode(Int.self, "n"))
         }
-        data.segmentDays = days.keys.sorted().map { ReportData.SegmentDay(day: $0, sizes: days[$0] ?? [:]) }
-        guard let today = data.segmentDays.last?.day else { return }
+        guard let today = data.segmentSizes.last?.day else { return }
         data.segmentProducts = try db.query("""
             SELECT segment, product_id, subscriptions FROM churnwatch.segment_daily
             WHERE bundle_id = \(data.app) AND day = \(today)::date ORDER BY subscriptions DESC, segment, product_id
             """).map {
-            ReportData.SegmentProduct(segment: try $0.decode(String.self, "segment"), productId: try $0.decode(String.self, "product_id"),
+            ReportRows.SegmentProduct(segment: try $0.decode(String.self, "segment"), productId: try $0.decode(String.self, "product_id"),
                                       subscriptions: try $0.decode(Int.self, "subscriptions"))
         }
     }
 
     /// Events by the UTC day of the night that detected them.
-    static func reportEvents(_ db: PostgresConnection, _ data: inout ReportData) throws {
+    static func reportEvents(_ db: PostgresConnection, _ data: inout ReportRows) throws {
         let (first, last) = reportWindow(data)
         data.events = try db.query("""
             SELECT to_char(day, 'YYYY-MM-DD') AS day, event, n FROM (
@@ -77,11 +76,11 @@ extension ChurnStore {
                 GROUP BY 1, 2) AS g
             ORDER BY 1, 2
             """).map {
-            ReportData.EventCount(day: try $0.decode(String.self, "day"), event: try $0.decode(String.self, "event"), count: try $0.decode(Int.self, "n"))
+            ReportRows.EventCount(day: try $0.decode(String.self, "day"), event: try $0.decode(String.self, "event"), count: try $0.decode(Int.self, "n"))
         }
     }
 
-    static func reportFlows(_ db: PostgresConnection, _ data: inout ReportData) throws {
+    static func reportFlows(_ db: PostgresConnection, _ data: inout ReportRows) throws {
         data.flows = try db.query("""
             SELECT from_segment, to_segment,
                    count(*) FILTER (WHERE changed_at > \(data.asOf) - interval '7 days') AS d7, count(*) AS d30
@@ -89,21 +88,21 @@ extension ChurnStore {
             WHERE changed_at > \(data.asOf) - interval '30 days' AND changed_at <= \(data.asOf) AND bundle_id = \(data.app)
             GROUP BY 1, 2
             """).map {
-            ReportData.Flow(from: try $0.decode(String.self, "from_segment"), to: try $0.decode(String.self, "to_segment"),
+            ReportRows.Flow(from: try $0.decode(String.self, "from_segment"), to: try $0.decode(String.self, "to_segment"),
                             last7: try $0.decode(Int.self, "d7"), last30: try $0.decode(Int.self, "d30"))
         }
     }
 
-    static func reportWinback(_ db: PostgresConnection, _ data: inout ReportData) throws {
+    static func reportWinback(_ db: PostgresConnection, _ data: inout ReportRows) throws {
         data.winback = try db.query("""
             SELECT campaign, status, count(*) AS n FROM churnwatch.winback_queue WHERE bundle_id = \(data.app) GROUP BY 1, 2 ORDER BY 1, 2
             """).map {
-            ReportData.WinbackCount(campaign: try $0.decode(String.self, "campaign"), status: try $0.decode(String.self, "status"),
+            ReportRows.WinbackCount(campaign: try $0.decode(String.self, "campaign"), status: try $0.decode(String.self, "status"),
                                     count: try $0.decode(Int.self, "n"))
         }
         guard !data.winback.isEmpty else { return }
         data.outcomes = try outcomeSummaries(db, app: data.app, since: nil, grouping: .offer, asOf: data.asOf).map {
-            ReportData.Outcome(campaign: $0.campaign, offerId: $0.offerId, entries: $0.entries, delivered: $0.delivered,
+            ReportRows.Outcome(campaign: $0.campaign, offerId: $0.offerId, entries: $0.entries, delivered: $0.delivered,
                                decided: $0.decided, saved: $0.saved, holdoutEntries: $0.holdoutEntries,
                                holdoutDecided: $0.holdoutDecided, holdoutSaved: $0.holdoutSaved,
                                medianDaysToSave: $0.medianDaysToSave, revenueKept: $0.revenueKept)

@@ -1,5 +1,4 @@
 import ChurnModel
-import ChurnReport
 import Foundation
 import Postgres
 
@@ -14,7 +13,7 @@ extension ChurnStore {
     /// for day d, those at least d days old are observed and those recovered within d days are
     /// recovered. Trouble already present at a subscription's first poll has no start event and
     /// is not counted (the first poll is a baseline).
-    static func reportBilling(_ db: PostgresConnection, _ data: inout ReportData) throws {
+    static func reportBilling(_ db: PostgresConnection, _ data: inout ReportRows) throws {
         for row in try db.query("""
             SELECT segment, count(*) AS n FROM churnwatch.subscription_segments
             WHERE segment IN ('billing_retry', 'grace_period') AND bundle_id = \(data.app) GROUP BY segment
@@ -49,7 +48,7 @@ extension ChurnStore {
             FROM generate_series(0, \(maxDay)::int) AS d(day) LEFT JOIN histogram ON true
             GROUP BY d.day ORDER BY d.day
             """).map {
-            ReportData.RecoveryPoint(day: try $0.decode(Int.self, "day"), observed: try $0.decode(Int.self, "observed"),
+            ReportRows.RecoveryPoint(day: try $0.decode(Int.self, "day"), observed: try $0.decode(Int.self, "observed"),
                                      recovered: try $0.decode(Int.self, "recovered"))
         }
     }
@@ -57,7 +56,7 @@ extension ChurnStore {
     /// Revenue at risk, when `subscription_segments` stores renewal prices (`renewal_price` in
     /// milliunits and `renewal_currency`, added by the retention-loop work); nil when the columns
     /// are absent or no at-risk subscription has a price.
-    static func reportRevenue(_ db: PostgresConnection, _ data: inout ReportData) throws {
+    static func reportRevenue(_ db: PostgresConnection, _ data: inout ReportRows) throws {
         let columns = try db.query("""
             SELECT count(*) FROM pg_attribute
             WHERE attrelid = 'churnwatch.subscription_segments'::regclass AND attnum > 0 AND NOT attisdropped
@@ -71,16 +70,16 @@ extension ChurnStore {
               AND bundle_id = \(data.app)
             GROUP BY 1, 2
             """).map {
-            ReportData.RevenueRow(segment: try $0.decode(String.self, "segment"), currency: try $0.decode(String.self, "currency"),
+            ReportRows.RevenueRow(segment: try $0.decode(String.self, "segment"), currency: try $0.decode(String.self, "currency"),
                                   subscriptions: try $0.decode(Int.self, "n"), milliunits: try $0.decode(Int64.self, "amount"))
         }
-        data.revenue = rows.isEmpty ? nil : ReportData.Revenue(rows: rows)
+        data.revenue = rows
     }
 
     /// The 10 newest runs as of `asOf`: counts from the run row (from its items while it is not
     /// finished), Apple calls and 429s summed over its workers' stats, and the time its workers
     /// were at work (the hours between an interruption and its resume don't count).
-    static func reportRuns(_ db: PostgresConnection, _ data: inout ReportData) throws {
+    static func reportRuns(_ db: PostgresConnection, _ data: inout ReportRows) throws {
         var runs = try db.query("""
             SELECT r.id, r.kind, r.status, r.as_of, r.started_at, r.finished_at, r.due,
                    CASE WHEN r.finished_at IS NULL THEN (SELECT count(*) FROM churnwatch.run_items i WHERE i.run_id = r.id AND i.status = 'done') ELSE r.polled END AS polled,
@@ -88,7 +87,7 @@ extension ChurnStore {
             FROM churnwatch.runs r WHERE r.as_of <= \(data.asOf) AND r.bundle_id = \(data.app) ORDER BY r.id DESC LIMIT 10
             """).map { row in
             let started = try row.decode(Date.self, "started_at"), finished = try row.decode(Date?.self, "finished_at")
-            return ReportData.RunRow(id: try row.decode(Int64.self, "id"), kind: try row.decode(String.self, "kind"),
+            return ReportRows.RunRow(id: try row.decode(Int64.self, "id"), kind: try row.decode(String.self, "kind"),
                                      status: try row.decode(String.self, "status"), asOf: try row.decode(Date.self, "as_of"),
                                      due: try row.decode(Int.self, "due"), polled: try row.decode(Int.self, "polled"),
                                      failed: try row.decode(Int.self, "failed"), calls: [:], http429: nil,

@@ -49,7 +49,7 @@ struct ReportCommand: AsyncParsableCommand {
             // no schema) gives the one page that says so.
             var pages: [ReportData] = []
             for record in try app.selected(from: try await database.appsList()) {
-                pages.append(try await database.scoped(to: record).reportData(asOf: asOf, days: days))
+                pages.append(ReportData(try await database.scoped(to: record).reportRows(asOf: asOf, days: days)))
             }
             if pages.isEmpty {
                 var none = ReportData(asOf: asOf, days: days)

@@ -4,7 +4,7 @@ import Foundation
 import Postgres
 import Testing
 
-@Suite("ChurnStore.reportData (churnwatch report)")
+@Suite("ChurnStore.reportRows, built into ReportData (churnwatch report)")
 struct ReportDataTests {
     static let t = Date(timeIntervalSince1970: 1_795_255_200) // 2026-11-21 02:00 UTC
     static let day: TimeInterval = 86_400
@@ -196,5 +196,13 @@ struct ReportDataTests {
                 """).map { try $0.decode(Double.self, at: 1) }
             #expect(outcomes.map(\.medianDaysToSave) == median)
         }
+    }
+}
+
+extension ChurnStore {
+    /// The report's page data as `churnwatch report` builds it: the store's rows, grouped by
+    /// the report module.
+    func reportData(asOf: Date, days: Int) async throws -> ReportData {
+        ReportData(try await reportRows(asOf: asOf, days: days))
     }
 }
