@@ -31,15 +31,15 @@ let package = Package(
         // X.509 parsing and RFC 5280 path validation for Apple's x5c chains (Apple).
         .package(url: "https://github.com/apple/swift-certificates.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-asn1.git", from: "1.3.0"),
-        // Event loops and HTTP/1.1: churnwatch's HTTP client (through AsyncHTTPClient) and the
-        // App Store simulator's server; churnwatch never links the simulator (Apple).
+        // Event loops and HTTP/1.1: churnwatch's HTTP client (through AsyncHTTPClient), its
+        // `serve` door and the App Store simulator's server; churnwatch never links the simulator (Apple).
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.100.0"),
         // HTTP client for Apple's API on SwiftNIO: pooled keep-alive connections, TLS, HTTP/2,
         // deadlines, and no thread hop per request (SSWG).
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         // TLS for that client (already under AsyncHTTPClient): extra trust roots for a server
         // behind a private CA (APPSTORE_TLS_ROOT_CERTS) and telling a certificate that is not
-        // trusted from a network failure (Apple).
+        // trusted from a network failure; and `churnwatch serve --tls-cert/--tls-key` (Apple).
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.27.0"),
     ],
     targets: [
@@ -106,17 +106,34 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // `churnwatch serve`: the HTTP door (SwiftNIO, swift-nio-ssl), the notification receiver
+        // and the inbox applier. Reaches PostgreSQL only through ChurnStore.
+        .target(
+            name: "ChurnServe",
+            dependencies: [
+                "Polling",
+                "ChurnStore",
+                "ChurnModel",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
         // Talks to PostgreSQL only through ChurnStore (no Postgres import).
         .executableTarget(
             name: "churnwatch",
             dependencies: [
                 "Polling",
+                "ChurnServe",
                 "ChurnInput",
                 "ChurnStore",
                 "ChurnReport",
                 "AppStoreServerAPI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),  // serve's TLS settings
             ]
         ),
         // A local App Store Server API (population, simulated clock, limits, faults, truth).

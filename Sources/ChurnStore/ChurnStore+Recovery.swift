@@ -19,6 +19,12 @@ extension ChurnStore {
     /// or `notifications sync`'s).
     public var feedLockKey: Int64 { PostgresAdvisoryLockKey.named("churnwatch.feed.\(app)") }
 
+    /// The advisory lock `churnwatch serve`'s applier holds while it applies this app's inbox:
+    /// of several serve processes, one applies an app's rows at a time. (A sync applying the
+    /// inbox beside it is safe: a notification is recorded once by its UUID, and a subscription
+    /// changed under a commit is decided again.)
+    public var inboxLockKey: Int64 { PostgresAdvisoryLockKey.named("churnwatch.inbox.\(app)") }
+
     /// The advisory lock a worker process holds while it lives.
     public static func workerLockKey(_ worker: String) -> Int64 {
         PostgresAdvisoryLockKey.named("churnwatch.worker.\(worker)")

@@ -18,6 +18,7 @@ struct Churnwatch: AsyncParsableCommand {
             PlanCommand.self,
             RunCommand.self,
             NotificationsCommand.self,
+            ServeCommand.self,
             BackfillCommand.self,
             StatusCommand.self,
             SegmentsCommand.self,

@@ -137,6 +137,7 @@ final class RunningCLI: @unchecked Sendable {
     private let lock = NSLock()
     private var stdoutData = Data()
     private var stderrData = Data()
+    /// Signalled on output to either stream.
     private let stderrSignal = DispatchSemaphore(value: 0)
 
     init(_ arguments: [String], environment: [String: String]) throws {
@@ -152,6 +153,7 @@ final class RunningCLI: @unchecked Sendable {
             let d = h.availableData
             guard let self, !d.isEmpty else { return }
             self.lock.withLock { self.stdoutData.append(d) }
+            self.stderrSignal.signal()
         }
         err.fileHandleForReading.readabilityHandler = { [weak self] h in
             let d = h.availableData
@@ -179,6 +181,17 @@ final class RunningCLI: @unchecked Sendable {
             _ = stderrSignal.wait(timeout: .now() + 0.2)
         }
         return stderr.contains(text)
+    }
+
+    /// Waits (at most `timeout`, on a thread of its own) until stdout contains `text`; false if it never did.
+    func waitForStdout(containing text: String, timeout: TimeInterval) async throws -> Bool {
+        try await OwnThread.run {
+            let deadline = Date().addingTimeInterval(timeout)
+            while Date() < deadline, self.process.isRunning, !self.stdout.contains(text) {
+                _ = self.stderrSignal.wait(timeout: .now() + 0.2)
+            }
+            return self.stdout.contains(text)
+        }
     }
 
     func signal(_ sig: Int32) { kill(process.processIdentifier, sig) }

@@ -1,0 +1,121 @@
+import ChurnStore
+import Foundation
+import Logging
+import Polling
+import Synchronization
+
+/// Wakes a waiter, or lets its next wait return at once (a signal is never lost).
+final class Wakeup: Sendable {
+    private let state = Mutex<(pending: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    func signal() {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            guard let w = s.waiter else {
+                s.pending = true
+                return nil
+            }
+            s.waiter = nil
+            return w
+        }
+        waiter?.resume()
+    }
+
+    /// Returns on a signal, or after `timeout`.
+    func wait(timeout: Duration) async {
+        let timer = Task {
+            guard (try? await Task.sleep(for: timeout)) != nil else { return }
+            self.signal()
+        }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                if s.pending {
+                    s.pending = false
+                    return true
+                }
+                s.waiter = c
+                return false
+            }
+            if now { c.resume() }
+        }
+        timer.cancel()
+    }
+}
+
+/// `serve`'s background applier: applies the inbox through the feed's own code path (the same
+/// verification, decisions and commit as a sync), app by app, as soon as a notification is
+/// stored, and every `idle` for rows another serve process stored. Of several serve processes,
+/// one applies an app's rows at a time (``ChurnStore/inboxLockKey``).
+public final class InboxApplier: Sendable {
+    public struct App: Sendable {
+        public var store: ChurnStore
+        public var feed: FeedSync
+        public init(store: ChurnStore, feed: FeedSync) {
+            (self.store, self.feed) = (store, feed)
+        }
+    }
+
+    private let apps: [App]
+    private let database: DatabaseStore
+    private let metrics: ServeMetrics
+    private let health: ServeHealth
+    private let idle: Duration
+    private let logger: Logger
+    private let wakeup = Wakeup()
+    private let stopping = Atomic<Bool>(false)
+
+    public init(apps: [App], database: DatabaseStore, metrics: ServeMetrics, health: ServeHealth, idle: Duration = .milliseconds(250),
+                logger: Logger) {
+        (self.apps, self.database, self.metrics, self.health, self.idle, self.logger) = (apps, database, metrics, health, idle, logger)
+    }
+
+    /// A notification was stored: apply it now.
+    public func wake() { wakeup.signal() }
+
+    /// Ends ``run()`` after the round in progress.
+    public func stop() {
+        stopping.store(true, ordering: .relaxed)
+        wakeup.signal()
+    }
+
+    /// Rounds until ``stop()``: a round drains every app's inbox rows; a failed round (the
+    /// database down) is logged once per outage and retried after a second.
+    public func run() async {
+        let locks = apps.map { $0.store.runLocksOpen(logger: logger) }
+        var failing = false
+        while !stopping.load(ordering: .relaxed) {
+            do {
+                for (app, lock) in zip(apps, locks) where !stopping.load(ordering: .relaxed) {
+                    try await round(app, lock)
+                }
+                let backlog = try await database.inboxBacklog()
+                metrics.backlog(pending: backlog.pending, lag: backlog.oldest.map { max(0, Date().timeIntervalSince($0)) } ?? 0)
+                if failing { logger.notice("the applier is applying again") }
+                failing = false
+                health.applier(nil)
+                await wakeup.wait(timeout: idle)
+            } catch {
+                metrics.applierError()
+                health.applier("\(error)")
+                if !failing { logger.error("the applier cannot apply the inbox (retried every second)", metadata: ["error": "\(error)"]) }
+                failing = true
+                await wakeup.wait(timeout: .seconds(1))
+            }
+        }
+        for l in locks { await l.close() }
+    }
+
+    /// One app's pending rows, if no other serve process is applying them.
+    private func round(_ app: App, _ locks: RunLocks) async throws {
+        guard try await locks.take(app.store.inboxLockKey, name: "inbox") else { return }
+        do {
+            let s = try await app.feed.drainInbox(now: Date())
+            await locks.release(app.store.inboxLockKey)
+            guard s.read > 0 else { return }
+            metrics.applied(app: app.store.app, outcomes: ["applied": s.applied, "duplicate": s.duplicates, "stale": s.stale,
+                                                          "quarantined": s.quarantined, "ignored": s.ignored], events: s.events)
+        } catch {
+            await locks.release(app.store.inboxLockKey)
+            throw error
+        }
+    }
+}

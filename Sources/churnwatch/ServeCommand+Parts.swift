@@ -1,0 +1,122 @@
+import ChurnServe
+import ChurnStore
+import Foundation
+import Logging
+import NIOSSL
+import Polling
+import Synchronization
+
+/// `serve`'s settings, checked before anything is opened.
+struct ServeSettings {
+    var host: String
+    var port: Int
+    var limits: DoorLimits
+    var tls: NIOSSLContext?
+    var storeWithin: Duration
+    var grace: Duration
+}
+
+extension ServeCommand {
+    func validated() throws -> ServeSettings {
+        guard let colon = listen.lastIndex(of: ":"), let port = Int(listen[listen.index(after: colon)...]), (0...65_535).contains(port),
+              colon > listen.startIndex else {
+            throw CLIError.configuration("--listen \(listen) is not HOST:PORT (e.g. 127.0.0.1:8080, or 0.0.0.0:8443)")
+        }
+        var host = String(listen[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        var limits = DoorLimits()
+        guard (1024...(16 << 20)).contains(maxBody) else { throw CLIError.configuration("--max-body \(maxBody) is out of range: give 1024 to 16777216 bytes") }
+        guard (1...100_000).contains(maxConnections) else { throw CLIError.configuration("--max-connections \(maxConnections) is out of range: give 1 to 100000") }
+        limits.maxBody = maxBody
+        limits.maxConnections = maxConnections
+        limits.headerTimeout = .seconds(try parseDurationSetting("--header-timeout", headerTimeout, positive: true))
+        limits.bodyTimeout = .seconds(try parseDurationSetting("--body-timeout", bodyTimeout, positive: true))
+        var tls: NIOSSLContext?
+        switch (tlsCert, tlsKey) {
+        case (nil, nil): tls = nil
+        case (let cert?, let key?):
+            do { tls = try HTTPDoor.tlsContext(certificateFile: cert, keyFile: key) } catch {
+                throw CLIError.configuration("--tls-cert \(cert) / --tls-key \(key) cannot be used: \(error) (PEM files: the chain, leaf first, and its key)")
+            }
+        default: throw CLIError.configuration("--tls-cert and --tls-key go together: give both for HTTPS, or neither behind a TLS proxy")
+        }
+        return ServeSettings(host: host, port: port, limits: limits, tls: tls,
+                             storeWithin: .seconds(try parseDurationSetting("--store-within", storeWithin, positive: true)),
+                             grace: .seconds(try parseDurationSetting("--shutdown-grace", shutdownGrace)))
+    }
+}
+
+/// Each app's verifier (for the door) and feed (for the applier).
+struct ServeParts {
+    var doors: [String: NotificationReceiver.Door] = [:]
+    var appliers: [InboxApplier.App] = []
+
+    /// An app whose settings cannot be used is named in one log line and answered 503 (Apple
+    /// delivers again once the operator fixed them and restarted serve); the others serve.
+    static func open(_ apps: [NightSetup.App], url: String, options: FeedOptions, logger: Logger) async throws -> ServeParts {
+        var parts = ServeParts()
+        guard !apps.isEmpty else { throw CLIError.configuration("no app to serve: add one with `churnwatch apps add`, or set APPSTORE_BUNDLE_ID and run `churnwatch migrate`") }
+        for app in apps {
+            let name = app.record.bundleId
+            switch app.configuration {
+            case .failure(let error):
+                let line = classify(error).0
+                logger.error("this app's settings cannot be used: its notifications are answered 503", metadata: ["bundle_id": "\(name)", "error": "\(line)"])
+                parts.doors[name] = .misconfigured(line)
+            case .success(let config):
+                var context = try await FeedContext.open(url: url, config: config, options: options, asOf: Date(), logger: logger)
+                context.feed.takesInboxRow = app.inboxRule
+                parts.doors[name] = .open(context.feed)
+                parts.appliers.append(InboxApplier.App(store: context.store, feed: context.feed))
+            }
+        }
+        return parts
+    }
+}
+
+/// The first SIGTERM/SIGINT, awaited.
+final class StopSignal: Sendable {
+    private let state = Mutex<(fired: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+
+    func fire() {
+        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+            s.fired = true
+            defer { s.waiter = nil }
+            return s.waiter
+        }
+        waiter?.resume()
+    }
+
+    func wait() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                if s.fired { return true }
+                s.waiter = c
+                return false
+            }
+            if now { c.resume() }
+        }
+    }
+}
+
+/// systemd's readiness protocol (`Type=notify`): a datagram to `$NOTIFY_SOCKET`; nothing when unset.
+enum SystemdNotify {
+    static func send(_ state: String, environment: [String: String] = ProcessInfo.processInfo.environment) {
+        guard var path = environment["NOTIFY_SOCKET"], !path.isEmpty else { return }
+        if path.hasPrefix("@") { path = "\0" + path.dropFirst() }
+        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+        guard fd >= 0 else { return }
+        defer { close(fd) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(path.utf8)
+        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return }
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in raw.copyBytes(from: bytes) }
+        let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count)
+        _ = withUnsafePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
+                Array(state.utf8).withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, 0, sa, length) }
+            }
+        }
+    }
+}

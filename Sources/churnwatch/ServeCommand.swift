@@ -1,0 +1,95 @@
+import ArgumentParser
+import ChurnServe
+import ChurnStore
+import Foundation
+import Logging
+import Polling
+
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Receive Apple's App Store Server Notifications V2 at POST /apple/notifications and apply them within seconds.",
+        discussion: """
+            Long-running. Each notification is verified (chain, bundle id of an app of the database, environment) before \
+            anything is written, stored in the inbox, then answered 200; a background applier applies it through the change \
+            feed's own code path. A notification already known answers 200 and changes nothing; one that fails verification \
+            is not stored (4xx); the database down answers 503 (Apple delivers again). Also GET /healthz and GET /metrics. \
+            SIGTERM: stops accepting, answers what is in flight and finishes the applier's round (within --shutdown-grace), exit 0. \
+            Prints "churnwatch serve: listening on URL" when ready (and tells systemd, under Type=notify). \
+            Several serve processes may share one database. See docs/contracts.md "serve" and the runbook.
+            """
+    )
+
+    @OptionGroup var global: GlobalOptions
+    @OptionGroup var app: AppOptions
+    @OptionGroup var apple: AppleOptions
+    @OptionGroup var feedOptions: FeedOptions
+
+    @Option(name: .customLong("listen"), help: ArgumentHelp("Where to listen (port 0: a free port, printed).", valueName: "host:port"))
+    var listen = "127.0.0.1:8080"
+
+    @Option(name: .customLong("tls-cert"), help: ArgumentHelp("Serve HTTPS with this PEM certificate chain (leaf first); with --tls-key. Without both: plain HTTP, for behind a TLS proxy.", valueName: "file"))
+    var tlsCert: String?
+
+    @Option(name: .customLong("tls-key"), help: ArgumentHelp("The PEM private key of --tls-cert.", valueName: "file"))
+    var tlsKey: String?
+
+    @Option(name: .customLong("max-body"), help: ArgumentHelp("The largest request body read, in bytes; more is a 413.", valueName: "bytes"))
+    var maxBody = 64 * 1024
+
+    @Option(name: .customLong("max-connections"), help: ArgumentHelp("Connections open at once; one more is closed at once.", valueName: "n"))
+    var maxConnections = 512
+
+    @Option(name: .customLong("header-timeout"), parsing: .unconditional, help: ArgumentHelp("How long a connection may take to send a request's headers (from its opening or the previous answer: idle connections close then too); then it is closed.", valueName: "duration"))
+    var headerTimeout = "10s"
+
+    @Option(name: .customLong("body-timeout"), parsing: .unconditional, help: ArgumentHelp("How long a request's body may take after its headers; then 408.", valueName: "duration"))
+    var bodyTimeout = "10s"
+
+    @Option(name: .customLong("store-within"), parsing: .unconditional, help: ArgumentHelp("How long storing a notification may take before the answer is 503 (the database down or slow).", valueName: "duration"))
+    var storeWithin = "3s"
+
+    @Option(name: .customLong("shutdown-grace"), parsing: .unconditional, help: ArgumentHelp("After SIGTERM/SIGINT, how long requests in flight and the applier's round may take.", valueName: "duration"))
+    var shutdownGrace = "30s"
+
+    func run() async throws {
+        global.bootstrapLogging()
+        try await reportingErrors {
+            let logger = Logger(label: "churnwatch.serve")
+            let settings = try validated()
+            let url = try global.resolvedDatabaseURL()
+            let (database, apps) = try await NightSetup.App.load(url: url, apple: apple, selection: app, feedOn: true, logger: logger,
+                                                                  connections: 16)
+            let parts = try await ServeParts.open(apps, url: url, options: feedOptions, logger: logger)
+            let metrics = ServeMetrics(door: DoorCounters())
+            let migrations = BuildMigrations.names()
+            let health = ServeHealth { try await database.schemaCheck(migrations: migrations) }
+            let applier = InboxApplier(apps: parts.appliers, database: database, metrics: metrics, health: health, logger: logger)
+            let receiver = NotificationReceiver(apps: parts.doors, database: database, metrics: metrics, budget: settings.storeWithin,
+                                                logger: logger) { applier.wake() }
+            let service = ServeService(receiver: receiver, health: health, metrics: metrics)
+            let door: HTTPDoor
+            do {
+                door = try await HTTPDoor.start(host: settings.host, port: settings.port, limits: settings.limits, tls: settings.tls,
+                                                counters: metrics.door) { await service.handle($0) }
+            } catch {
+                throw CLIError.configuration("--listen \(listen): cannot listen there: \(error) (another process on that port? choose another)")
+            }
+            let applying = Task { await applier.run() }
+            let stop = StopSignal()
+            let signals = SignalHandler { stop.fire() }
+            defer { signals.cancel() }
+            let scheme = settings.tls == nil ? "http" : "https"
+            let names = apps.map(\.record.bundleId).joined(separator: ", ")
+            FileHandle.standardOutput.write(Data("churnwatch serve: listening on \(scheme)://\(settings.host):\(door.port) for \(names)\n".utf8))
+            SystemdNotify.send("READY=1")
+            await stop.wait()
+            SystemdNotify.send("STOPPING=1")
+            let idle = await door.drain(grace: settings.grace)
+            applier.stop()
+            await applying.value
+            guard idle else { throw CLIError.resumable("serve stopped with requests still in flight after --shutdown-grace: they were not answered 200 (Apple delivers again)") }
+            FileHandle.standardError.write(Data("churnwatch serve: stopped\n".utf8))
+        }
+    }
+}
