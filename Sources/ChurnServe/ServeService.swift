@@ -54,7 +54,7 @@ public struct ServeService: Sendable {
     private func answer(_ request: ServeRequest) async -> (String, ServeResponse) {
         let known: [String: String] = [Self.notificationsPath: "POST", "/healthz": "GET", "/metrics": "GET"]
         guard let method = known[request.path] else { return ("other", .text(404, "no such route")) }
-        guard request.method == method || (method == "GET" && request.method == "HEAD") else {
+        guard request.method == method else {
             return (request.path, .text(405, "\(request.path) takes \(method)"))
         }
         switch request.path {

@@ -53,7 +53,7 @@ struct ServeCLITests {
         return false
     }
 
-    @Test("three days of Apple's notifications posted to serve end as `notifications ingest` leaves them (events and segments equal); a repeat is 200 and changes nothing; a forged signature, another chain, an unknown app and a bad body are refused and stored nowhere; /healthz, /metrics; SIGTERM exits 0")
+    @Test("three days of Apple's notifications posted to two serve processes on one database (each delivered to both) end as `notifications ingest` leaves them (events and segments equal); a repeat is 200 and changes nothing; a forged signature, another chain, an unknown app and a bad body are refused and stored nowhere; /healthz, /metrics; SIGTERM exits 0")
     func receivesAndRefuses() async throws {
         let world = try await E2E.World.make(subscribers: 400, seed: 41, populationLead: 45 * Self.day)
         defer { world.close() }
@@ -83,11 +83,17 @@ struct ServeCLITests {
         let ingested = try await CLIRunner.run(["notifications", "ingest", file.path], environment: referenceEnv)
         #expect(ingested.status == 0, "\(ingested.stderr.suffix(400))")
 
+        // Two serve processes on one database, as behind a load balancer: each notification
+        // posted to one, then delivered again to the other.
         let server = try await Server.start(world.env)
+        let second = try await Server.start(world.env)
         let db = try world.connect()
         for (i, p) in recent.enumerated() {
-            let answer = try server.post(p)
-            #expect(answer.status == 200 && answer.body.contains("stored"), "notification \(i): \(answer)")
+            let (first, other) = i % 2 == 0 ? (server, second) : (second, server)
+            let answer = try first.post(p)
+            #expect(answer.status == 200 && answer.body == "stored\n", "notification \(i): \(answer)")
+            let repeated = try other.post(p)
+            #expect(repeated.status == 200 && repeated.body == "already known\n", "notification \(i) again: \(repeated)")
         }
         #expect(try await Self.applied(db, within: 30), "the applier left inbox rows unapplied")
         let events = try Self.count(db, "SELECT count(*) FROM churnwatch.churn_events")
@@ -112,9 +118,13 @@ struct ServeCLITests {
         #expect(health.status == 200 && health.body == "ok\n", "\(health)")
         let metrics = try RawHTTP.exchange(port: server.port, method: "GET", path: "/metrics")
         #expect(metrics.status == 200)
-        #expect(metrics.body.contains("churnwatch_serve_notifications_received_total{result=\"stored\"} \(recent.count)"), "\(metrics.body.prefix(3000))")
+        let mineStored = (recent.count + 1) / 2
+        #expect(metrics.body.contains("churnwatch_serve_notifications_received_total{result=\"stored\"} \(mineStored)"), "\(metrics.body.prefix(3000))")
+        #expect(metrics.body.contains("churnwatch_serve_notifications_received_total{result=\"known\"} \(recent.count - mineStored + 1)"))
         #expect(metrics.body.contains("churnwatch_serve_notifications_rejected_total{reason=\"verification\"} 2"), "\(metrics.body.prefix(3000))")
         #expect(metrics.body.contains("churnwatch_serve_requests_total{route=\"/apple/notifications\",status=\"200\"} \(recent.count + 1)"))
+        let secondEnded = try await second.stop()
+        #expect(secondEnded.status == 0, "\(secondEnded.stderr.suffix(600))")
         #expect(try RawHTTP.exchange(port: server.port, method: "GET", path: "/apple/notifications").status == 405)
         #expect(try RawHTTP.exchange(port: server.port, method: "GET", path: "/nothing").status == 404)
 

@@ -96,4 +96,38 @@ struct ServeLimitsCLITests {
         let ended = try await server.stop()
         #expect(ended.status == 0, "\(ended.stderr.suffix(600))")
     }
+
+    @Test("SIGTERM with a notification in flight (its insert waiting on a lock): serve stops accepting, answers it 200 once it is stored, and exits 0")
+    func drainAnswersInFlight() async throws {
+        let world = try await E2E.World.make(subscribers: 200, seed: 13, populationLead: 45 * E2E.day)
+        defer { world.close() }
+        let asOf = NotificationFeedCLITests.asOf
+        try world.sim.setClock(E2E.iso(asOf))
+        let payloads = try await NotificationFeedCLITests.payloads(world, from: asOf.addingTimeInterval(-3 * E2E.day), to: asOf)
+        let payload = try #require(payloads.first)
+        let server = try await Server.start(world.env, extra: ["--store-within", "60s", "--shutdown-grace", "60s"])
+        let locker = try world.connect()
+        try locker.execute("BEGIN")
+        try locker.execute("LOCK TABLE churnwatch.notification_inbox IN EXCLUSIVE MODE")
+        let answer = Task { try await OwnThread.run { try server.post(payload) } }
+        let watcher = try world.connect()
+        let deadline = Date().addingTimeInterval(30)
+        var waiting = false
+        while !waiting, Date() < deadline {
+            waiting = try ServeCLITests.count(watcher, """
+                SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO churnwatch.notification_inbox%'
+                """) > 0
+            if !waiting { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(waiting, "serve's insert never waited on the lock")
+        server.process.signal(SIGTERM)
+        #expect(try await server.process.waitForStderr(containing: "stopping", timeout: 10), "\(server.process.stderr.suffix(400))")
+        #expect(server.process.process.isRunning, "serve exited with a request in flight")
+        try locker.execute("COMMIT")
+        let answered = try await answer.value
+        #expect(answered.status == 200, "\(answered)")
+        let ended = try await server.process.wait()
+        #expect(ended.status == 0, "\(ended.stderr.suffix(600))")
+        #expect(try ServeCLITests.count(watcher, "SELECT count(*) FROM churnwatch.notification_inbox") == 1)
+    }
 }
