@@ -169,6 +169,7 @@ struct Serve: AsyncParsableCommand {
         options.consumptionAnswerEffect = consumptionAnswerEffect
         options.requireIssuedAt = requireIat
         options.notifications = try notifications.options()
+        let deliveryOptions = try notifications.delivery()
         options.faultKinds = try faultKinds.split(separator: ",").map {
             guard let k = PayloadFault(rawValue: String($0)) else { throw ValidationError("--fault-kinds: unknown kind \($0)") }
             return k
@@ -192,8 +193,14 @@ struct Serve: AsyncParsableCommand {
         }
         say("appstore-sim: Production http://127.0.0.1:\(server.productionPort), Sandbox http://127.0.0.1:\(server.sandboxPort)")
         say("appstore-sim: files in \(dir) (set -a; . \(dir)/churnwatch.env)")
+        let delivering = deliveryOptions.map { options in
+            let delivery = SimDelivery(apps: service.apps, clock: clock, options: options)
+            say("appstore-sim: delivering notifications to \(options.production ?? "-") (Sandbox: \(options.sandbox ?? options.production ?? "-"))")
+            return Task { await delivery.run() }
+        }
         say("listening production_port=\(server.productionPort) sandbox_port=\(server.sandboxPort)")
         try await server.waitUntilClosed()
+        delivering?.cancel()
     }
 }
 

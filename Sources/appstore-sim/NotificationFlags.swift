@@ -1,5 +1,6 @@
 import AppStoreSimulator
 import ArgumentParser
+import Foundation
 
 /// Options of the simulated app's App Store Server Notifications V2 (serve).
 struct NotificationFlags: ParsableArguments {
@@ -11,6 +12,35 @@ struct NotificationFlags: ParsableArguments {
 
     @Option(help: "Share of notifications whose delivery fails (half recover on the retry an hour later); see onlyFailures.")
     var notificationFailureShare = 0.0
+
+    @Option(help: "Deliver each notification as Apple does: POST {\"signedPayload\": ...} to this URL (every app; Production and, unless --sandbox-notification-url, Sandbox) when the clock passes its signedDate; anything but 200-206 is retried 1, 12, 24, 48 and 72 simulated hours later (Production; Sandbox: one attempt). The history's sendAttempts show each attempt.")
+    var notificationUrl: String?
+
+    @Option(help: "The Sandbox notification URL (default: --notification-url).")
+    var sandboxNotificationUrl: String?
+
+    @Option(help: "Share of delivery attempts not made (recorded NO_RESPONSE, retried on Apple's schedule), drawn per attempt from the seed.")
+    var dropDeliveries = 0.0
+
+    /// Where notifications are delivered; nil when they are not.
+    func delivery() throws -> DeliveryOptions? {
+        guard notificationUrl != nil || sandboxNotificationUrl != nil else {
+            guard dropDeliveries == 0 else { throw ValidationError("--drop-deliveries needs --notification-url") }
+            return nil
+        }
+        guard !noNotificationUrl else { throw ValidationError("--notification-url and --no-notification-url contradict each other") }
+        guard (0...1).contains(dropDeliveries) else { throw ValidationError("--drop-deliveries: a share from 0 to 1, got \(dropDeliveries)") }
+        for url in [notificationUrl, sandboxNotificationUrl].compactMap({ $0 }) {
+            guard let u = URL(string: url), ["http", "https"].contains(u.scheme ?? ""), u.host != nil else {
+                throw ValidationError("--notification-url \(url): not an http(s) URL")
+            }
+        }
+        var o = DeliveryOptions()
+        o.production = notificationUrl
+        o.sandbox = sandboxNotificationUrl
+        o.dropShare = dropDeliveries
+        return o
+    }
 
     func options() throws -> NotificationOptions {
         for (name, v) in [("--unnotified-share", unnotifiedShare), ("--notification-failure-share", notificationFailureShare)]

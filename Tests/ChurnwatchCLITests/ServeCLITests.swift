@@ -19,8 +19,8 @@ struct ServeCLITests {
         let process: RunningCLI
         let port: Int
 
-        static func start(_ env: [String: String], extra: [String] = []) async throws -> Server {
-            let process = try RunningCLI(["serve", "--listen", "127.0.0.1:0", "--log-format", "json"] + extra, environment: env)
+        static func start(_ env: [String: String], port: Int = 0, extra: [String] = []) async throws -> Server {
+            let process = try RunningCLI(["serve", "--listen", "127.0.0.1:\(port)", "--log-format", "json"] + extra, environment: env)
             guard try await process.waitForStdout(containing: "listening on", timeout: 60) else {
                 process.signal(SIGKILL)
                 throw CLITestError("serve did not say it listens: \(process.stdout) \(process.stderr.suffix(600))")

@@ -32,6 +32,9 @@ extension SimApp {
         switch (req.method, req.path) {
         case ("GET", "/_sim/stats"):
             return .json(200, stats.withLock { $0.json() })
+        case ("GET", "/_sim/deliveries"):
+            guard let d = delivery.withLock({ $0 }) else { return bad("this simulator delivers no notifications (serve --notification-url)") }
+            return d.report(self)
         case ("GET", "/_sim/truth"):
             var at = clock.now()
             if let s = q["at"] {

@@ -107,8 +107,11 @@ extension SimApp {
         return .json(200, NotificationHistoryBody(notificationHistory: items, hasMore: page.hasMore, paginationToken: page.token))
     }
 
+    /// The delivery attempts of a notification: those made, when the simulator delivers (and it
+    /// was signed since), else the ones the options describe.
     private func attempts(_ i: Int, _ k: Int, now: Int64) -> [SimSendAttempt] {
-        population.sendAttempts(i, k, at: population.notification(i, k).time, now: now, options: options.notifications)
+        if let made = delivery.withLock({ $0 })?.attempts(self, i, k) { return made }
+        return population.sendAttempts(i, k, at: population.notification(i, k).time, now: now, options: options.notifications)
     }
 
     /// The notification UUID of a truth event's change when the app was notified of it, else nil.

@@ -18,6 +18,8 @@ public final class SimApp: Sendable {
     let stats = Mutex(SimStats())
     let cache: SignedCache
     let notificationIndexBox = Mutex<NotificationIndex?>(nil)
+    /// Delivers this app's notifications to its URL, when the simulator does (`--notification-url`).
+    let delivery = Mutex<SimDelivery?>(nil)
 
     public var bundleId: String { population.config.bundleId }
 
