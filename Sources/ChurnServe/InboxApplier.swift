@@ -54,7 +54,7 @@ public final class InboxApplier: Sendable {
         }
     }
 
-    private let apps: [App]
+    private let apps: ServeApps
     private let database: DatabaseStore
     private let metrics: ServeMetrics
     private let health: ServeHealth
@@ -63,7 +63,7 @@ public final class InboxApplier: Sendable {
     private let wakeup = Wakeup()
     private let stopping = Atomic<Bool>(false)
 
-    public init(apps: [App], database: DatabaseStore, metrics: ServeMetrics, health: ServeHealth, idle: Duration = .milliseconds(250),
+    public init(apps: ServeApps, database: DatabaseStore, metrics: ServeMetrics, health: ServeHealth, idle: Duration = .milliseconds(250),
                 logger: Logger) {
         (self.apps, self.database, self.metrics, self.health, self.idle, self.logger) = (apps, database, metrics, health, idle, logger)
     }
@@ -80,11 +80,14 @@ public final class InboxApplier: Sendable {
     /// Rounds until ``stop()``: a round drains every app's inbox rows; a failed round (the
     /// database down) is logged once per outage and retried after a second.
     public func run() async {
-        let locks = apps.map { $0.store.runLocksOpen(logger: logger) }
+        // One lock connection per app, opened when the app is first applied.
+        var locks: [String: RunLocks] = [:]
         var failing = false
         while !stopping.load(ordering: .relaxed) {
             do {
-                for (app, lock) in zip(apps, locks) where !stopping.load(ordering: .relaxed) {
+                for app in apps.appliers where !stopping.load(ordering: .relaxed) {
+                    let lock = locks[app.store.app] ?? app.store.runLocksOpen(logger: logger)
+                    locks[app.store.app] = lock
                     try await round(app, lock)
                 }
                 let backlog = try await database.inboxBacklog()
@@ -101,7 +104,7 @@ public final class InboxApplier: Sendable {
                 await wakeup.wait(timeout: .seconds(1))
             }
         }
-        for l in locks { await l.close() }
+        for l in locks.values { await l.close() }
     }
 
     /// One app's pending rows, if no other serve process is applying them.

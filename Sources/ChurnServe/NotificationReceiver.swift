@@ -14,7 +14,7 @@ public final class NotificationReceiver: Sendable {
         case misconfigured(String)
     }
 
-    private let apps: [String: Door]
+    private let apps: ServeApps
     private let database: DatabaseStore
     private let metrics: ServeMetrics
     private let budget: Duration
@@ -24,13 +24,12 @@ public final class NotificationReceiver: Sendable {
     private let logged = Mutex<(at: ContinuousClock.Instant?, quiet: Int)>((nil, 0))
 
     /// - Parameters:
-    ///   - apps: by bundle id (compared without case).
+    ///   - apps: the apps served, by bundle id (compared without case).
     ///   - budget: how long storing may take before the answer is a 503.
     ///   - stored: called after a notification was stored (wakes the applier).
-    public init(apps: [String: Door], database: DatabaseStore, metrics: ServeMetrics, budget: Duration, logger: Logger,
+    public init(apps: ServeApps, database: DatabaseStore, metrics: ServeMetrics, budget: Duration, logger: Logger,
                 stored: @escaping @Sendable () -> Void) {
-        self.apps = Dictionary(apps.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
-        (self.database, self.metrics, self.budget, self.logger, self.stored) = (database, metrics, budget, logger, stored)
+        (self.apps, self.database, self.metrics, self.budget, self.logger, self.stored) = (apps, database, metrics, budget, logger, stored)
     }
 
     struct Body: Decodable {
@@ -42,7 +41,7 @@ public final class NotificationReceiver: Sendable {
             return reject("body", 400, "the body is not a JSON object with a signedPayload string")
         }
         let claimed = FeedSync.claimedBundleId(payload)
-        guard let claimed, let door = apps[claimed.lowercased()] else {
+        guard let claimed, let door = await apps.door(claimed) else {
             return reject("unknown_app", 403, "the notification names no app of this database (\((claimed ?? "no readable bundle id").prefix(160)))")
         }
         let feed: FeedSync

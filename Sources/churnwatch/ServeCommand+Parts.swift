@@ -47,15 +47,11 @@ extension ServeCommand {
 }
 
 /// Each app's verifier (for the door) and feed (for the applier).
-struct ServeParts {
-    var doors: [String: NotificationReceiver.Door] = [:]
-    var appliers: [InboxApplier.App] = []
-
+enum ServeParts {
     /// An app whose settings cannot be used is named in one log line and answered 503 (Apple
     /// delivers again once the operator fixed them and restarted serve); the others serve.
-    static func open(_ apps: [NightSetup.App], url: String, options: FeedOptions, logger: Logger) async throws -> ServeParts {
-        var parts = ServeParts()
-        guard !apps.isEmpty else { throw CLIError.configuration("no app to serve: add one with `churnwatch apps add`, or set APPSTORE_BUNDLE_ID and run `churnwatch migrate`") }
+    static func open(_ apps: [NightSetup.App], url: String, options: FeedOptions, logger: Logger) async throws -> ServeApps.Loaded {
+        var parts = ServeApps.Loaded()
         for app in apps {
             let name = app.record.bundleId
             switch app.configuration {
@@ -65,7 +61,11 @@ struct ServeParts {
                 parts.doors[name] = .misconfigured(line)
             case .success(let config):
                 var context = try await FeedContext.open(url: url, config: config, options: options, asOf: Date(), logger: logger)
-                context.feed.takesInboxRow = app.inboxRule
+                // Only rows naming this app: serve's rows are verified as some app's, and apps
+                // added while it runs must not fall to the default app (rows an app's backend
+                // inserted naming no app are left to the sync, which quarantines them).
+                let own = name.lowercased()
+                context.feed.takesInboxRow = { $0?.lowercased() == own }
                 parts.doors[name] = .open(context.feed)
                 parts.appliers.append(InboxApplier.App(store: context.store, feed: context.feed))
             }

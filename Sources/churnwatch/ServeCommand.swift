@@ -60,12 +60,21 @@ struct ServeCommand: AsyncParsableCommand {
             let url = try global.resolvedDatabaseURL()
             let (database, apps) = try await NightSetup.App.load(url: url, apple: apple, selection: app, feedOn: true, logger: logger,
                                                                   connections: 16)
-            let parts = try await ServeParts.open(apps, url: url, options: feedOptions, logger: logger)
+            guard !apps.isEmpty else {
+                throw CLIError.configuration("no app to serve: add one with `churnwatch apps add`, or set APPSTORE_BUNDLE_ID and run `churnwatch migrate`")
+            }
+            let served = ServeApps(try await ServeParts.open(apps, url: url, options: feedOptions, logger: logger)) { [self] known in
+                // An app added since: its settings read as at the start, and its feed opened.
+                let (_, all) = try await NightSetup.App.load(url: url, apple: apple, selection: app, feedOn: true, logger: logger)
+                let added = all.filter { !known.contains($0.record.bundleId.lowercased()) }
+                if !added.isEmpty { logger.notice("serving apps added since the start", metadata: ["apps": "\(added.map(\.record.bundleId))"]) }
+                return try await ServeParts.open(added, url: url, options: feedOptions, logger: logger)
+            }
             let metrics = ServeMetrics(door: DoorCounters())
             let migrations = BuildMigrations.names()
             let health = ServeHealth { try await database.schemaCheck(migrations: migrations) }
-            let applier = InboxApplier(apps: parts.appliers, database: database, metrics: metrics, health: health, logger: logger)
-            let receiver = NotificationReceiver(apps: parts.doors, database: database, metrics: metrics, budget: settings.storeWithin,
+            let applier = InboxApplier(apps: served, database: database, metrics: metrics, health: health, logger: logger)
+            let receiver = NotificationReceiver(apps: served, database: database, metrics: metrics, budget: settings.storeWithin,
                                                 logger: logger) { applier.wake() }
             let service = ServeService(receiver: receiver, health: health, metrics: metrics)
             let door: HTTPDoor

@@ -133,6 +133,35 @@ struct ServeCLITests {
         #expect(ended.stderr.contains("churnwatch serve: stopped"), "\(ended.stderr.suffix(600))")
     }
 
+    @Test("an app added with `apps add` while serve runs is served without a restart: its notification is stored and applied under its own bundle id")
+    func appAddedWhileServing() async throws {
+        let sim = try await SimulatorProcess.start(subscribers: 80, seed: 61, start: E2E.iso(E2E.start.addingTimeInterval(-45 * Self.day)),
+                                                   extra: ["--apps", "2"])
+        defer { sim.stop() }
+        let db = try ScratchDatabase.create()
+        defer { db.drop() }
+        var env = sim.environment
+        env["DATABASE_URL"] = db.connectionURL
+        #expect(try await CLIRunner.run(["migrate"], environment: env).status == 0)
+        let server = try await Server.start(env)
+        let second = MultiAppRunTests.second
+        let row = try #require(try String(contentsOf: sim.directory.appendingPathComponent("pki/apps.tsv"), encoding: .utf8)
+            .split(separator: "\n").map { $0.split(separator: "\t").map(String.init) }.first { $0.first == second })
+        let add = try await CLIRunner.run(["apps", "add", second, "--app-apple-id", row[1]], environment: env)
+        #expect(add.status == 0, "\(add.stderr)")
+        var secondEnv = env
+        (secondEnv["APPSTORE_BUNDLE_ID"], secondEnv["APPSTORE_APP_APPLE_ID"]) = (second, row[1])
+        try sim.setClock(E2E.iso(Self.asOf))
+        let payloads = try await Feed.payloads(E2E.World(sim: sim, db: db, env: secondEnv), from: Self.asOf.addingTimeInterval(-5 * Self.day), to: Self.asOf)
+        let answer = try server.post(try #require(payloads.first))
+        #expect(answer.status == 200 && answer.body == "stored\n", "\(answer)")
+        let c = try PostgresConnection(connectionString: db.connectionURL, logger: .postgres)
+        #expect(try await Self.applied(c, within: 30))
+        #expect(try Self.count(c, "SELECT count(*) FROM churnwatch.notifications WHERE bundle_id = \(second)") == 1)
+        let ended = try await server.stop()
+        #expect(ended.status == 0, "\(ended.stderr.suffix(600))")
+    }
+
     /// A forged signature, another chain (a second simulator's), an unknown app, a bad body.
     static func expectRefusals(_ server: Server, recent: [String], world: E2E.World) async throws {
         var parts = recent[1].split(separator: ".").map(String.init)
