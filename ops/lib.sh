@@ -2,8 +2,11 @@
 
 # Installs Debian packages churnwatch needs when they are missing and we may install
 # (root, or passwordless sudo). Otherwise says what to install and fails.
+# Extra Debian packages a caller needs may be named in EXTRA_PACKAGES="command:package ...".
 ensure_system_packages() {
     local missing=()
+    local extra
+    for extra in ${EXTRA_PACKAGES:-}; do command -v "${extra%%:*}" >/dev/null 2>&1 || missing+=("${extra#*:}"); done
     pkg-config --exists libpq 2>/dev/null || missing+=(libpq-dev)
     if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
         missing+=(postgresql)

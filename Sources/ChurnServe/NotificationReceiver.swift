@@ -1,3 +1,4 @@
+import AppStoreServerAPI
 import ChurnStore
 import Foundation
 import Logging
@@ -15,10 +16,11 @@ public final class NotificationReceiver: Sendable {
     }
 
     private let apps: ServeApps
-    private let database: DatabaseStore
+    private let writer: InboxWriter
     private let metrics: ServeMetrics
     private let budget: Duration
     private let stored: @Sendable () -> Void
+    private let verified: VerifiedCache
     private let logger: Logger
     /// When a rejection was last logged, and how many were not logged since.
     private let logged = Mutex<(at: ContinuousClock.Instant?, quiet: Int)>((nil, 0))
@@ -27,9 +29,12 @@ public final class NotificationReceiver: Sendable {
     ///   - apps: the apps served, by bundle id (compared without case).
     ///   - budget: how long storing may take before the answer is a 503.
     ///   - stored: called after a notification was stored (wakes the applier).
+    ///   - verified: where a verified notification is left for this process's applier.
     public init(apps: ServeApps, database: DatabaseStore, metrics: ServeMetrics, budget: Duration, logger: Logger,
-                stored: @escaping @Sendable () -> Void) {
-        (self.apps, self.database, self.metrics, self.budget, self.logger, self.stored) = (apps, database, metrics, budget, logger, stored)
+                verified: VerifiedCache, stored: @escaping @Sendable () -> Void) {
+        (self.apps, self.metrics, self.budget, self.logger, self.stored) = (apps, metrics, budget, logger, stored)
+        writer = InboxWriter(database: database)
+        self.verified = verified
     }
 
     struct Body: Decodable {
@@ -53,7 +58,7 @@ public final class NotificationReceiver: Sendable {
         case .open(let f):
             feed = f
         }
-        let verified: UUID
+        let uuidVerified: UUID
         switch await feed.admit(payload) {
         case .rejected(let why):
             return reject("verification", 403, "the notification did not verify: \(why.prefix(300))")
@@ -61,13 +66,14 @@ public final class NotificationReceiver: Sendable {
             guard let uuid = UUID(uuidString: v.notificationUUID) else {
                 return reject("verification", 403, "the notification's notificationUUID is not a UUID")
             }
-            verified = uuid
+            uuidVerified = uuid
+            self.verified.put(payload, v)
         }
-        let database = self.database
-        switch await within(budget, { try await database.inboxReceive(payload, uuid: verified) }) {
+        let writer = self.writer
+        switch await within(budget, { try await writer.store(payload, uuid: uuidVerified) }) {
         case .success(let new)?:
             metrics.received(stored: new)
-            if new { stored() }
+            if new { stored() } else { _ = self.verified.take(payload) }
             return .text(200, new ? "stored" : "already known")
         case .failure(let error)?:
             logger.error("a verified notification could not be stored: answered 503 (Apple delivers again)", metadata: ["error": "\(error)"])

@@ -3,18 +3,20 @@ import Postgres
 
 /// What `churnwatch serve` keeps of the notifications Apple posts (docs/contracts.md "Serve").
 extension DatabaseStore {
-    /// Stores a verified notification in the inbox, durably (its own committed transaction),
-    /// unless it is already known: recorded in `notifications` (from the history, a file or an
-    /// earlier delivery already applied) or waiting in the inbox (by its UUID). Returns true
-    /// when it was stored now, false when it was known (nothing changed).
-    public func inboxReceive(_ signedPayload: String, uuid: UUID) async throws -> Bool {
-        try await pool.withConnection { db in
-            try db.execute("""
+    /// Stores verified notifications in the inbox, durably (one committed statement), except
+    /// those already known: recorded in `notifications` (from the history, a file or an earlier
+    /// delivery already applied) or waiting in the inbox (by UUID). Returns the UUIDs stored now;
+    /// the others were known (nothing changed for them).
+    public func inboxReceive(_ notifications: [(signedPayload: String, uuid: UUID)]) async throws -> Set<UUID> {
+        guard !notifications.isEmpty else { return [] }
+        return try await pool.withConnection { db in
+            Set(try db.query("""
                 INSERT INTO churnwatch.notification_inbox (signed_payload, notification_uuid)
-                SELECT \(signedPayload), \(uuid)
-                WHERE NOT EXISTS (SELECT 1 FROM churnwatch.notifications WHERE notification_uuid = \(uuid))
+                SELECT x.p, x.u FROM unnest(\(notifications.map(\.signedPayload))::text[], \(notifications.map(\.uuid))::uuid[]) AS x(p, u)
+                WHERE NOT EXISTS (SELECT 1 FROM churnwatch.notifications n WHERE n.notification_uuid = x.u)
                 ON CONFLICT (notification_uuid) WHERE notification_uuid IS NOT NULL DO NOTHING
-                """) == 1
+                RETURNING notification_uuid
+                """).map { try $0.decode(UUID.self, at: 0) })
         }
     }
 

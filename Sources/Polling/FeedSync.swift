@@ -82,6 +82,10 @@ public struct FeedSync: Sendable {
     /// none could be read). The inbox is one for every app; with several apps each takes its own
     /// and the default app the rest (which its verification then quarantines). Default: every row.
     public var takesInboxRow: @Sendable (_ claimedBundleId: String?) -> Bool = { _ in true }
+    /// A payload this process verified moments ago (`serve`'s receiver, before storing it), so
+    /// the inbox's drain need not verify it again; nil: verify (the default, and always for a
+    /// payload another process stored).
+    public var verifiedBefore: @Sendable (_ signedPayload: String) -> VerifiedNotification? = { _ in nil }
     let logger: Logger
 
     public init(client: AppStoreServerAPIClient, store: ChurnStore, applier: FeedApplier, settings: Settings = Settings(), logger: Logger) {
@@ -116,6 +120,10 @@ public struct FeedSync: Sendable {
                     var out: [FeedInput] = []
                     out.reserveCapacity(slice.count)
                     for (payload, inboxId) in slice {
+                        if inboxId != nil, let v = self.verifiedBefore(payload) {
+                            out.append(FeedInput(signedPayload: payload, verdict: .verified(v), source: source, inboxId: inboxId))
+                            continue
+                        }
                         do {
                             let verified: VerifiedNotification
                             do throws(JWSVerificationFailure) {

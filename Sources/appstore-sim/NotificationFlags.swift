@@ -19,6 +19,9 @@ struct NotificationFlags: ParsableArguments {
     @Option(help: "The Sandbox notification URL (default: --notification-url).")
     var sandboxNotificationUrl: String?
 
+    @Option(help: "Deliver only notifications signed after this moment (ISO 8601; default: the clock at start): what was signed before is history.")
+    var deliverAfter: String?
+
     @Option(help: "Share of delivery attempts not made (recorded NO_RESPONSE, retried on Apple's schedule), drawn per attempt from the seed.")
     var dropDeliveries = 0.0
 
@@ -39,6 +42,10 @@ struct NotificationFlags: ParsableArguments {
         o.production = notificationUrl
         o.sandbox = sandboxNotificationUrl
         o.dropShare = dropDeliveries
+        if let t = deliverAfter {
+            guard let ms = SimTime.parse(t) else { throw ValidationError("--deliver-after \(t): not an ISO 8601 time") }
+            o.after = ms
+        }
         return o
     }
 

@@ -10,9 +10,10 @@ import Postgres
 //                              cache), jws_verify_cold_per_s (a new verifier per payload)
 //   jws-parts [--seconds S]    the pieces of a warm verification
 //   history-dump FROM TO       Get Notification History's signed payloads, one per line
+//   serve-load URL FILE ...    post those payloads to `churnwatch serve` (ServeLoad)
 // Build with -c release for meaningful figures.
 
-let usage = "usage: churnwatch-bench pg | http URL TOKEN [CONCURRENCY] [REQUESTS] | jws [--seconds S] | jws-parts [--seconds S] | history-dump FROM TO\n"
+let usage = "usage: churnwatch-bench pg | http URL TOKEN [CONCURRENCY] [REQUESTS] | jws [--seconds S] | jws-parts [--seconds S] | history-dump FROM TO | serve-load URL FILE [--concurrency C] [--rate R] [--out FILE]\n"
 let arguments = CommandLine.arguments.dropFirst()
 guard let mode = arguments.first else {
     FileHandle.standardError.write(Data(usage.utf8))
@@ -54,6 +55,8 @@ do {
             throw BenchError("usage: churnwatch-bench history-dump FROM TO (ISO 8601)")
         }
         try await HistoryDump(from: from, to: to).run()
+    case "serve-load":
+        try await ServeLoad.parse(Array(arguments.dropFirst())).run()
     default:
         FileHandle.standardError.write(Data("churnwatch-bench: unknown mode \(mode)\n\(usage)".utf8))
         exit(2)

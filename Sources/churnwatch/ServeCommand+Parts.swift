@@ -50,7 +50,8 @@ extension ServeCommand {
 enum ServeParts {
     /// An app whose settings cannot be used is named in one log line and answered 503 (Apple
     /// delivers again once the operator fixed them and restarted serve); the others serve.
-    static func open(_ apps: [NightSetup.App], url: String, options: FeedOptions, logger: Logger) async throws -> ServeApps.Loaded {
+    static func open(_ apps: [NightSetup.App], url: String, options: FeedOptions, verified: VerifiedCache,
+                     logger: Logger) async throws -> ServeApps.Loaded {
         var parts = ServeApps.Loaded()
         for app in apps {
             let name = app.record.bundleId
@@ -66,6 +67,11 @@ enum ServeParts {
                 // inserted naming no app are left to the sync, which quarantines them).
                 let own = name.lowercased()
                 context.feed.takesInboxRow = { $0?.lowercased() == own }
+                // Verified by this process's receiver moments ago: not again.
+                context.feed.verifiedBefore = { verified.take($0) }
+                // Small batches: the applier runs as rows arrive, and a big batch held in memory
+                // at once is what its peak memory is made of.
+                context.feed.settings.batchSize = 200
                 parts.doors[name] = .open(context.feed)
                 parts.appliers.append(InboxApplier.App(store: context.store, feed: context.feed))
             }

@@ -16,6 +16,7 @@ import Testing
         // Lengths that need one and two padding characters.
         #expect(InboxPayload.claimedBundleId(Self.jws(#"{"data":{"bundleId":"a.b"}}"#)) == "a.b")
         #expect(InboxPayload.claimedBundleId(Self.jws(#"{"data":{"bundleId":"a.bc"}} "#)) == "a.bc")
+        #expect(InboxPayload.claimedBundleId(Self.jws(#"{"data": {"bundleId" : "x.y", "status": 1}}"#)) == "x.y")
         #expect(InboxPayload.claimedBundleId(Self.jws(#"{"data":{}}"#)) == nil)
         #expect(InboxPayload.claimedBundleId(Self.jws("not json")) == nil)
         #expect(InboxPayload.claimedBundleId("only.two") == nil)

@@ -15,6 +15,9 @@ public struct DeliveryOptions: Sendable {
     public var timeout: TimeAmount = .seconds(5)
     /// Attempts in flight at once.
     public var concurrency = 16
+    /// Notifications signed up to this moment (ms) are history, never delivered (default: the
+    /// clock when delivery starts): as Apple, which sends what happens after the URL is set.
+    public var after: Int64?
 
     public init() {}
 
@@ -59,7 +62,7 @@ public final class SimDelivery: Sendable {
     public init(apps: [SimApp], clock: SimClock, options: DeliveryOptions) {
         (self.apps, self.clock, self.options) = (apps, clock, options)
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(timeout: .init(connect: .seconds(2), read: options.timeout)))
-        let now = clock.now()
+        let now = max(clock.now(), options.after ?? .min)
         startedAt = now
         state = Mutex(State(cursors: apps.map { _ in now }, attempts: apps.map { _ in [:] }))
         for app in apps { app.delivery.withLock { $0 = self } }
