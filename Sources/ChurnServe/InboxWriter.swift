@@ -18,6 +18,12 @@ public final class InboxWriter: Sendable {
     private let state = Mutex(State())
     /// Statements in flight at once.
     private let lanes: Int
+    /// Notifications waiting for a statement, at most.
+    private let maxQueued = 2_000
+
+    struct QueueFull: Error, CustomStringConvertible {
+        var description: String { "2,000 notifications are waiting for the database already" }
+    }
 
     public init(database: DatabaseStore, lanes: Int = 2) {
         (self.database, self.lanes) = (database, lanes)
@@ -26,12 +32,16 @@ public final class InboxWriter: Sendable {
     /// Stores one notification: true when stored now, false when it was known already.
     public func store(_ signedPayload: String, uuid: UUID) async throws -> Bool {
         let result = await withCheckedContinuation { (waiter: Waiter) in
-            let start = state.withLock { s -> Bool in
+            let (start, full) = state.withLock { s -> (Bool, Bool) in
+                // A database that hangs holds the lanes: what waits is bounded (its callers
+                // were answered 503 at their budget; Apple delivers again).
+                guard s.queued.count < maxQueued else { return (false, true) }
                 s.queued.append((signedPayload, uuid, waiter))
-                guard s.writing < lanes else { return false }
+                guard s.writing < lanes else { return (false, false) }
                 s.writing += 1
-                return true
+                return (true, false)
             }
+            if full { waiter.resume(returning: .failure(QueueFull())) }
             if start { Task { await self.write() } }
         }
         return try result.get()
