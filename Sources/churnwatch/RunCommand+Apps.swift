@@ -39,13 +39,20 @@ extension NightSetup.App {
         let store = DatabaseStore.open(url, connections: connections, logger: logger)
         try await store.schemaCheck(migrations: BuildMigrations.names())
         try await store.appsMarkDefault(deployment.bundleId)
+        return (store, try await read(store, apple: apple, selection: selection, feedOn: feedOn, deployment: deployment.bundleId,
+                                      logger: logger))
+    }
+
+    /// The apps of `store` as ``load`` gives them, read only (`serve` reads them again when a
+    /// notification names an app it does not know: nothing a request causes may write).
+    static func read(_ store: DatabaseStore, apple: AppleOptions, selection: AppOptions, feedOn: Bool, deployment: String,
+                     logger: Logger) async throws -> [NightSetup.App] {
         let all = try await store.appsList()
-        let apps = try selection.selected(from: all).map { record in
+        return try selection.selected(from: all).map { record in
             NightSetup.App(record: record, feed: record.notifications ?? feedOn, configuration: Result {
-                try apple.configuration(for: record, deploymentApp: deployment.bundleId, logger: logger)
+                try apple.configuration(for: record, deploymentApp: deployment, logger: logger)
             }, inboxRule: inboxRule(record.bundleId, among: all))
         }
-        return (store, apps)
     }
 
     /// The inbox rows `app`'s feed applies among the database's apps (``inboxRule``).

@@ -70,7 +70,8 @@ struct ServeCommand: AsyncParsableCommand {
             let verified = VerifiedCache()
             let served = ServeApps(try await ServeParts.open(apps, url: url, options: feedOptions, verified: verified, logger: logger)) { [self] known in
                 // An app added since: its settings read as at the start, and its feed opened.
-                let (_, all) = try await NightSetup.App.load(url: url, apple: apple, selection: app, feedOn: true, logger: logger)
+                let all = try await NightSetup.App.read(database, apple: apple, selection: app, feedOn: true,
+                                                        deployment: try apple.configuration(logger: logger).bundleId, logger: logger)
                 let added = all.filter { !known.contains($0.record.bundleId.lowercased()) }
                 if !added.isEmpty { logger.notice("serving apps added since the start", metadata: ["apps": "\(added.map(\.record.bundleId))"]) }
                 return try await ServeParts.open(added, url: url, options: feedOptions, verified: verified, logger: logger)
