@@ -114,6 +114,8 @@ let package = Package(
                 "Polling",
                 "ChurnStore",
                 "ChurnModel",
+                "AppStoreServerAPI",
+                .product(name: "Crypto", package: "swift-crypto"),  // the cancel page's holdout draw (SHA-256)
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

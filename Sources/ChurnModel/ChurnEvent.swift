@@ -20,6 +20,10 @@ public enum ChurnEventType: String, Sendable, Codable, CaseIterable {
     case priceIncreasePending = "price_increase_pending"
     case priceIncreaseAccepted = "price_increase_accepted"
     case resubscribed
+    /// The customer opened the subscription's page in the App Store (where Cancel is) and
+    /// churnwatch answered Apple's Get Retention Message request (`churnwatch serve`). Not a
+    /// change of the subscription: logged by serve, never by a snapshot difference.
+    case cancelPageViewed = "cancel_page_viewed"
 
     var rank: Int { Self.allCases.firstIndex(of: self) ?? Int.max }
 }

@@ -1,20 +1,22 @@
 import Foundation
 import Synchronization
 
-/// The apps serve takes notifications for, and their feeds. A notification naming an app serve
-/// does not know yet reads `churnwatch.apps` again (at most once a second), so an app
-/// added with `churnwatch apps add` is served without a restart.
+/// The apps serve takes requests for: their feeds (notifications, by bundle id) and their cancel
+/// pages (by app Apple id). A request naming an app serve does not know yet reads
+/// `churnwatch.apps` again (at most once a second), so an app added with `churnwatch apps add`
+/// is served without a restart.
 public final class ServeApps: Sendable {
     public struct Loaded: Sendable {
         /// By bundle id (compared without case).
         public var doors: [String: NotificationReceiver.Door] = [:]
         public var appliers: [InboxApplier.App] = []
+        /// By app Apple id: the apps that have one.
+        public var retention: [Int64: RetentionDoor] = [:]
         public init() {}
     }
 
     private struct State {
-        var doors: [String: NotificationReceiver.Door]
-        var appliers: [InboxApplier.App]
+        var loaded: Loaded
         var refreshedAt: ContinuousClock.Instant?
     }
 
@@ -25,7 +27,9 @@ public final class ServeApps: Sendable {
     /// - Parameter load: the apps of the database not among `known` (lowercased bundle ids).
     public init(_ initial: Loaded, refreshEvery: Duration = .seconds(1),
                 load: @escaping @Sendable (_ known: Set<String>) async throws -> Loaded) {
-        state = Mutex(State(doors: Self.lowered(initial.doors), appliers: initial.appliers, refreshedAt: nil))
+        var first = initial
+        first.doors = Self.lowered(initial.doors)
+        state = Mutex(State(loaded: first, refreshedAt: nil))
         (self.load, self.refreshEvery) = (load, refreshEvery)
     }
 
@@ -34,24 +38,35 @@ public final class ServeApps: Sendable {
     }
 
     /// The feeds the applier drains now.
-    var appliers: [InboxApplier.App] { state.withLock { $0.appliers } }
+    var appliers: [InboxApplier.App] { state.withLock { $0.loaded.appliers } }
 
     /// The app `bundleId` names; nil when the database has no such app (read again first, unless
     /// it was read within `refreshEvery`).
     func door(_ bundleId: String) async -> NotificationReceiver.Door? {
         let key = bundleId.lowercased()
-        let (found, known, due) = state.withLock { s -> (NotificationReceiver.Door?, Set<String>, Bool) in
+        return await find { $0.doors[key] }
+    }
+
+    /// The cancel page of the app whose app Apple id is `appAppleId`; nil when none has it.
+    public func retention(_ appAppleId: Int64) async -> RetentionDoor? {
+        await find { $0.retention[appAppleId] }
+    }
+
+    private func find<T: Sendable>(_ pick: @Sendable (Loaded) -> T?) async -> T? {
+        let (found, known, due) = state.withLock { s -> (T?, Set<String>, Bool) in
+            let found = pick(s.loaded)
             let due = s.refreshedAt.map { ContinuousClock.now - $0 >= refreshEvery } ?? true
-            if s.doors[key] == nil, due { s.refreshedAt = .now }
-            return (s.doors[key], Set(s.doors.keys), due)
+            if found == nil, due { s.refreshedAt = .now }
+            return (found, Set(s.loaded.doors.keys), due)
         }
         if let found { return found }
         guard due, let added = try? await load(known) else { return nil }
         return state.withLock { s in
-            for (name, door) in Self.lowered(added.doors) where s.doors[name] == nil { s.doors[name] = door }
-            let names = Set(s.appliers.map { $0.store.app.lowercased() })
-            s.appliers += added.appliers.filter { !names.contains($0.store.app.lowercased()) }
-            return s.doors[key]
+            for (name, door) in Self.lowered(added.doors) where s.loaded.doors[name] == nil { s.loaded.doors[name] = door }
+            let names = Set(s.loaded.appliers.map { $0.store.app.lowercased() })
+            s.loaded.appliers += added.appliers.filter { !names.contains($0.store.app.lowercased()) }
+            for (id, door) in added.retention where s.loaded.retention[id] == nil { s.loaded.retention[id] = door }
+            return pick(s.loaded)
         }
     }
 }

@@ -32,13 +32,15 @@ public final class ServeHealth: Sendable {
 /// The routes of `churnwatch serve` (docs/contracts.md "serve").
 public struct ServeService: Sendable {
     public static let notificationsPath = "/apple/notifications"
+    public static let retentionPath = "/apple/retention-message"
 
     let receiver: NotificationReceiver
+    let retention: RetentionAnswerer
     let health: ServeHealth
     let metrics: ServeMetrics
 
-    public init(receiver: NotificationReceiver, health: ServeHealth, metrics: ServeMetrics) {
-        (self.receiver, self.health, self.metrics) = (receiver, health, metrics)
+    public init(receiver: NotificationReceiver, retention: RetentionAnswerer, health: ServeHealth, metrics: ServeMetrics) {
+        (self.receiver, self.retention, self.health, self.metrics) = (receiver, retention, health, metrics)
     }
 
     /// Answers `request` and counts it.
@@ -52,15 +54,17 @@ public struct ServeService: Sendable {
     }
 
     private func answer(_ request: ServeRequest) async -> (String, ServeResponse) {
-        let known: [String: String] = [Self.notificationsPath: "POST", "/healthz": "GET", "/metrics": "GET"]
+        let known: [String: String] = [Self.notificationsPath: "POST", Self.retentionPath: "POST", "/healthz": "GET", "/metrics": "GET"]
         guard let method = known[request.path] else { return ("other", .text(404, "no such route")) }
         guard request.method == method else {
             return (request.path, .text(405, "\(request.path) takes \(method)"))
         }
         switch request.path {
         case Self.notificationsPath: return (request.path, await receiver.receive(request.body))
+        case Self.retentionPath: return (request.path, await retention.answer(request.body))
         case "/healthz": return (request.path, await health.answer())
-        default: return (request.path, ServeResponse(status: 200, contentType: "text/plain; version=0.0.4", body: metrics.text))
+        default:
+            return (request.path, ServeResponse(status: 200, contentType: "text/plain; version=0.0.4", body: metrics.text + retention.metrics.text))
         }
     }
 }

@@ -19,6 +19,7 @@ struct Churnwatch: AsyncParsableCommand {
             RunCommand.self,
             NotificationsCommand.self,
             ServeCommand.self,
+            MessagesCommand.self,
             BackfillCommand.self,
             StatusCommand.self,
             SegmentsCommand.self,

@@ -32,7 +32,7 @@ enum Durations {
         return .failure(.notADuration)
     }
 
-    /// Parses `3d`, `12h`, `90m`, `45s` (or a plain number of seconds); nil for anything else,
+    /// Parses `3d`, `12h`, `90m`, `45s`, `300ms` (or a plain number of seconds); nil for anything else,
     /// a negative value, or more than ``maximum``.
     static func parse(_ text: String) -> TimeInterval? {
         guard let d = parseUnbounded(text), d <= maximum else { return nil }
@@ -44,6 +44,7 @@ enum Durations {
         guard let unit = t.last else { return nil }
         let factor: Double
         var number = String(t.dropLast())
+        if t.hasSuffix("ms") { return Double(t.dropLast(2)).flatMap { $0 >= 0 && $0.isFinite ? $0 / 1000 : nil } }
         switch unit {
         case "d": factor = 86_400
         case "h": factor = 3600

@@ -1,3 +1,4 @@
+import AppStoreServerAPI
 import ChurnServe
 import ChurnStore
 import Foundation
@@ -13,6 +14,8 @@ struct ServeSettings {
     var limits: DoorLimits
     var tls: NIOSSLContext?
     var storeWithin: Duration
+    var answerWithin: Duration
+    var retentionMaxSkew: Duration?
     var grace: Duration
 }
 
@@ -42,7 +45,21 @@ extension ServeCommand {
         }
         return ServeSettings(host: host, port: port, limits: limits, tls: tls,
                              storeWithin: .seconds(try parseDurationSetting("--store-within", storeWithin, positive: true)),
+                             answerWithin: try answerBudget(),
+                             retentionMaxSkew: retentionMaxSkew == "off" ? nil
+                                 : .seconds(try parseDurationSetting("--retention-max-skew", retentionMaxSkew, positive: true)),
                              grace: .seconds(try parseDurationSetting("--shutdown-grace", shutdownGrace)))
+    }
+}
+
+extension ServeCommand {
+    /// `--answer-within`: 20 ms to 5 s (Apple waits about 700 ms).
+    func answerBudget() throws -> Duration {
+        let seconds = try parseDurationSetting("--answer-within", answerWithin, positive: true)
+        guard (0.02...5).contains(seconds) else {
+            throw CLIError.configuration("--answer-within \(answerWithin) is out of range: give 20ms to 5s (Apple shows the default after about 700 ms)")
+        }
+        return .milliseconds(Int64((seconds * 1000).rounded()))
     }
 }
 
@@ -74,6 +91,15 @@ enum ServeParts {
                 context.feed.settings.batchSize = 200
                 parts.doors[name] = .open(context.feed)
                 parts.appliers.append(InboxApplier.App(store: context.store, feed: context.feed))
+                // The cancel page: found by the app Apple id Apple's requests carry (Sandbox too:
+                // Apple's performance test runs there).
+                if let appAppleId = config.appAppleId {
+                    let door = RetentionDoor(client: context.client, store: context.store, signer: PromotionalOfferSigner(configuration: config),
+                                             alsoSandbox: true)
+                    // Read again at the first request when this fails.
+                    try? await door.load()
+                    parts.retention[appAppleId] = door
+                }
             }
         }
         return parts

@@ -11,12 +11,14 @@ import Polling
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Receive Apple's App Store Server Notifications V2 at POST /apple/notifications and apply them within seconds.",
+        abstract: "Receive Apple's App Store Server Notifications V2 at POST /apple/notifications and apply them within seconds; answer Get Retention Message at POST /apple/retention-message.",
         discussion: """
             Long-running. Each notification is verified (chain, bundle id of an app of the database, environment) before \
             anything is written, stored in the inbox, then answered 200; a background applier applies it through the change \
             feed's own code path. A notification already known answers 200 and changes nothing; one that fails verification \
-            is not stored (4xx); the database down answers 503 (Apple delivers again). Also GET /healthz and GET /metrics. \
+            is not stored (4xx); the database down answers 503 (Apple delivers again). The cancel page's requests are verified, \
+            answered by the rules of `churnwatch messages rules` within --answer-within (from the cached rules when the \
+            database is slow or down), recorded and logged as cancel_page_viewed. Also GET /healthz and GET /metrics. \
             SIGTERM: stops accepting, answers what is in flight and finishes the applier's round (within --shutdown-grace), exit 0. \
             Prints "churnwatch serve: listening on URL" when ready (and tells systemd, under Type=notify). \
             Several serve processes may share one database. See docs/contracts.md "serve" and the runbook.
@@ -52,6 +54,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("store-within"), parsing: .unconditional, help: ArgumentHelp("How long storing a notification may take before the answer is 503 (the database down or slow).", valueName: "duration"))
     var storeWithin = "3s"
 
+    @Option(name: .customLong("answer-within"), parsing: .unconditional, help: ArgumentHelp("How long a cancel-page answer (POST /apple/retention-message) may take, verification included; past it, the cached rules answer without the database.", valueName: "duration"))
+    var answerWithin = "300ms"
+
+    @Option(name: .customLong("retention-max-skew"), parsing: .unconditional, help: ArgumentHelp("How far a cancel-page request's signedDate may be from now before it is refused as stale; off: not checked (only for a simulated App Store, whose clock is not the wall's).", valueName: "duration"))
+    var retentionMaxSkew = "5m"
+
     @Option(name: .customLong("shutdown-grace"), parsing: .unconditional, help: ArgumentHelp("After SIGTERM/SIGINT, how long requests in flight and the applier's round may take.", valueName: "duration"))
     var shutdownGrace = "30s"
 
@@ -82,7 +90,11 @@ struct ServeCommand: AsyncParsableCommand {
             let applier = InboxApplier(apps: served, database: database, metrics: metrics, health: health, logger: logger)
             let receiver = NotificationReceiver(apps: served, database: database, metrics: metrics, budget: settings.storeWithin,
                                                 logger: logger, verified: verified) { applier.wake() }
-            let service = ServeService(receiver: receiver, health: health, metrics: metrics)
+            var answering = RetentionAnswerer.Settings()
+            answering.budget = settings.answerWithin
+            answering.maxSkew = settings.retentionMaxSkew
+            let retention = RetentionAnswerer(settings: answering, metrics: RetentionMetrics(), logger: logger) { await served.retention($0) }
+            let service = ServeService(receiver: receiver, retention: retention, health: health, metrics: metrics)
             let door: HTTPDoor
             do {
                 door = try await HTTPDoor.start(host: settings.host, port: settings.port, limits: settings.limits, tls: settings.tls,

@@ -60,6 +60,8 @@ extension SimApp {
             w.endArray()
             w.endObject()
             return .json(200, w.bytes)
+        case ("POST", "/_sim/realtime/sign"):
+            return realtimeSign(req) ?? bad("POST /_sim/realtime/sign wants {\"original_transaction_id\": ID of this app, optional product_id, user_locale, request_identifier, signed_date (ISO 8601), environment, app_apple_id}")
         case ("GET", "/_sim/notifications"):
             return notificationsTruth(q) ?? bad("from and to want ISO 8601 times")
         default:

@@ -1,0 +1,181 @@
+import AppStoreModels
+import AppStoreServerAPI
+import ChurnModel
+import ChurnStore
+import Foundation
+import Logging
+import Synchronization
+
+/// `POST /apple/retention-message`: Apple's Get Retention Message request, the moment a customer
+/// opens the subscription's page where Cancel is. Verified, then answered within `budget` with
+/// what the rules choose (docs/contracts.md "Cancel page"), from what the database knows of the
+/// subscriber when it answers in time and from the cached rules alone when not; recorded, and
+/// logged as a `cancel_page_viewed` event.
+public final class RetentionAnswerer: Sendable {
+    public struct Settings: Sendable {
+        /// The whole answer, verification included (Apple waits about 700 ms, then shows the default).
+        public var budget: Duration = .milliseconds(300)
+        /// How far `signedDate` may be from now, either way; beyond, the request is refused as
+        /// stale. nil: not checked (a simulated App Store whose clock is not the wall's).
+        public var maxSkew: Duration? = .seconds(300)
+        public init() {}
+    }
+
+    private let doors: @Sendable (Int64) async -> RetentionDoor?
+    private let settings: Settings
+    let metrics: RetentionMetrics
+    private let recorder: RetentionRecorder
+    private let breaker = DatabaseBreaker()
+    private let recent = RecentAnswers(capacity: 10_000)
+    private let logger: Logger
+    private let now: @Sendable () -> Date
+
+    /// - Parameter doors: the app whose app Apple id a request names (nil: none of the database's).
+    public init(settings: Settings, metrics: RetentionMetrics, logger: Logger, now: @escaping @Sendable () -> Date = { Date() },
+                doors: @escaping @Sendable (Int64) async -> RetentionDoor?) {
+        (self.settings, self.metrics, self.logger, self.now, self.doors) = (settings, metrics, logger, now, doors)
+        recorder = RetentionRecorder(metrics: metrics)
+    }
+
+    struct Body: Decodable {
+        var signedPayload: String
+    }
+
+    /// The app Apple id a payload claims, read before verification only to choose whose verifier to ask.
+    static func claimedAppAppleId(_ signedPayload: String) -> Int64? {
+        struct Claim: Decodable { var appAppleId: Int64? }
+        let parts = signedPayload.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let data = Base64URL.decode(String(parts[1])) else { return nil }
+        return (try? JSONDecoder().decode(Claim.self, from: Data(data)))?.appAppleId
+    }
+
+    public func answer(_ body: [UInt8]) async -> ServeResponse {
+        let started = ContinuousClock.now
+        guard let payload = try? JSONDecoder().decode(Body.self, from: Data(body)).signedPayload, !payload.isEmpty else {
+            return refuse("body", 400, "the body is not a JSON object with a signedPayload string")
+        }
+        guard let appId = Self.claimedAppAppleId(payload), let door = await doors(appId) else {
+            return refuse("unknown_app", 403, "the request names no app of this database by its appAppleId")
+        }
+        let request: DecodedRealtimeRequestBody
+        do throws(JWSVerificationFailure) {
+            request = try await door.client.verifyRealtimeRequest(payload, alsoSandbox: door.alsoSandbox)
+        } catch {
+            return refuse("verification", 403, "the request did not verify: \(String(describing: error).prefix(300))")
+        }
+        let signedAt = Date(timeIntervalSince1970: Double(request.signedDate.rawValue) / 1000)
+        let skew = abs(signedAt.timeIntervalSince(now()))
+        if let maxSkew = settings.maxSkew, skew > Double(maxSkew.components.seconds) {
+            return refuse("stale", 403, "the request was signed \(Int(skew)) s from now: more than \(maxSkew) (a replay, or a clock far off)")
+        }
+        guard let requestId = UUID(uuidString: request.requestIdentifier) else {
+            return refuse("verification", 403, "the request's requestIdentifier is not a UUID")
+        }
+        if let earlier = recent.get(requestId) { return earlier }
+        let deadline = started + settings.budget
+        let lookup = await self.lookup(door, request, requestId, until: started + settings.budget * 0.4)
+        if let lookup, lookup.seenBefore {
+            let response = Self.response(lookup.earlierAnswer)
+            recent.put(requestId, response)
+            return response
+        }
+        return await choose(door, request, requestId, signedAt: signedAt, lookup: lookup, deadline: deadline)
+    }
+
+    /// What the database knows, within the time left; nil when it did not answer (or is known down).
+    private func lookup(_ door: RetentionDoor, _ request: DecodedRealtimeRequestBody, _ id: UUID,
+                        until: ContinuousClock.Instant) async -> RetentionLookup? {
+        guard breaker.shouldTry() else { return nil }
+        let store = door.store, otid = request.originalTransactionId
+        switch await within(until - .now, { try await store.retentionLookup(originalTransactionId: otid, requestIdentifier: id) }) {
+        case .success(let found)?:
+            breaker.succeeded()
+            return found
+        default:
+            breaker.failed()
+            return nil
+        }
+    }
+
+    private func choose(_ door: RetentionDoor, _ request: DecodedRealtimeRequestBody, _ id: UUID, signedAt: Date,
+                        lookup: RetentionLookup?, deadline: ContinuousClock.Instant) async -> ServeResponse {
+        let facts = RetentionFacts(
+            productId: request.productId, userLocale: request.userLocale, subscriptionGroupId: lookup?.subscriptionGroupId,
+            segment: lookup?.segment,
+            tenureDays: lookup?.originalPurchase.map { Int(signedAt.timeIntervalSince($0) / 86_400) })
+        let (rules, defaults) = door.rules()
+        let choice = RetentionChoice.choose(rules: rules, defaults: defaults, facts: facts,
+                                            draw: RetentionDraw.draw(request.originalTransactionId))
+        let body = answerBody(choice, door: door, request: request)
+        let text = body.flatMap { try? String(decoding: JSONEncoder().encode($0), as: UTF8.self) }
+        let kind = choice.arm == .treated ? choice.rule?.kind : nil
+        metrics.answered(app: door.store.app, arm: choice.arm, kind: kind?.rawValue ?? (text == nil ? "none" : "default"),
+                         factsKnown: lookup != nil)
+        let record = RetentionRequestRecord(
+            requestIdentifier: id, originalTransactionId: request.originalTransactionId, productId: request.productId,
+            userLocale: request.userLocale, environment: request.rawEnvironment, signedAt: signedAt, arm: choice.arm,
+            ruleName: choice.rule?.name, answerKind: kind, messageId: body?.messageIdentifier, segment: facts.segment,
+            tenureDays: facts.tenureDays, periodEndsAt: lookup?.periodEndsAt, factsKnown: lookup != nil, answer: text)
+        let recorder = self.recorder, store = door.store
+        if lookup != nil {
+            // Recorded before the answer when the database keeps up; else the answer goes first.
+            _ = await within(deadline - .now) { await recorder.record(record, in: store) }
+        } else {
+            Task { await recorder.record(record, in: store) }
+        }
+        let response = Self.response(text)
+        recent.put(id, response)
+        return response
+    }
+
+    /// The body: the rule's answer when treated, else the default message (nil when none is known).
+    private func answerBody(_ choice: RetentionChoice, door: RetentionDoor, request: DecodedRealtimeRequestBody) -> RealtimeResponseBody? {
+        guard choice.arm == .treated, let rule = choice.rule else {
+            return choice.defaultMessageId.map { RealtimeResponseBody(message: .init(messageIdentifier: $0)) }
+        }
+        switch rule.kind {
+        case .message:
+            return RealtimeResponseBody(message: .init(messageIdentifier: rule.messageId))
+        case .alternateProduct:
+            return RealtimeResponseBody(alternateProduct: .init(messageIdentifier: rule.messageId, productId: rule.alternateProductId ?? "",
+                                                                billingPlanType: rule.billingPlanType))
+        case .promotionalOffer:
+            do {
+                let signed = try door.signer.sign(productId: request.productId, offerId: rule.offerId ?? "", appAccountToken: nil,
+                                                  transactionId: request.originalTransactionId, now: now())
+                return RealtimeResponseBody(promotionalOffer: .init(messageIdentifier: rule.messageId, promotionalOfferSignatureV2: signed.jws))
+            } catch {
+                logger.error("a promotional offer could not be signed: the default message answered", metadata: ["error": "\(error)"])
+                return choice.defaultMessageId.map { RealtimeResponseBody(message: .init(messageIdentifier: $0)) }
+            }
+        }
+    }
+
+    /// 200 with the body; 204 when there is none (no default known: Apple shows its own).
+    static func response(_ text: String?) -> ServeResponse {
+        guard let text else { return ServeResponse(status: 204, body: "") }
+        return ServeResponse(status: 200, contentType: "application/json", body: text)
+    }
+
+    private func refuse(_ reason: String, _ status: Int, _ why: String) -> ServeResponse {
+        metrics.rejected(reason)
+        return .text(status, why)
+    }
+}
+
+/// The answers given lately, by request (Apple's retry of a request is answered the same at once).
+final class RecentAnswers: Sendable {
+    private let state = Mutex<[UUID: ServeResponse]>([:])
+    private let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    func get(_ id: UUID) -> ServeResponse? { state.withLock { $0[id] } }
+
+    func put(_ id: UUID, _ response: ServeResponse) {
+        state.withLock { s in
+            if s.count >= capacity { s.removeAll(keepingCapacity: true) }
+            s[id] = response
+        }
+    }
+}

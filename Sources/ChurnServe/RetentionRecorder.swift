@@ -1,0 +1,110 @@
+import ChurnStore
+import Foundation
+import Synchronization
+
+/// Writes the cancel page's answered requests, several to one statement (group commit), and
+/// keeps those the database could not take (down or slow) to write them when it returns: an
+/// answer never waits past its budget for its record, and a record is not dropped unless
+/// `maxQueued` wait already (then the newest is, and counted).
+final class RetentionRecorder: Sendable {
+    typealias Waiter = CheckedContinuation<Void, Never>
+
+    private struct Item {
+        var store: ChurnStore
+        var record: RetentionRequestRecord
+        var waiter: Waiter?
+    }
+
+    private struct State {
+        var queued: [Item] = []
+        var writing = false
+        var dropped = 0
+    }
+
+    private let state = Mutex(State())
+    private let metrics: RetentionMetrics
+    private let maxQueued: Int
+    private let retryEvery: Duration
+
+    init(metrics: RetentionMetrics, maxQueued: Int = 20_000, retryEvery: Duration = .seconds(1)) {
+        (self.metrics, self.maxQueued, self.retryEvery) = (metrics, maxQueued, retryEvery)
+    }
+
+    /// Records are kept in memory until written; those dropped because too many waited.
+    var dropped: Int { state.withLock { $0.dropped } }
+
+    /// Queues one record; returns once it is committed (the caller bounds the wait).
+    func record(_ record: RetentionRequestRecord, in store: ChurnStore) async {
+        await withCheckedContinuation { (waiter: Waiter) in
+            // Only the writer takes from the front; past the bound the newest is dropped.
+            let (start, full) = state.withLock { s -> (Bool, Bool) in
+                guard s.queued.count < maxQueued else {
+                    s.dropped += 1
+                    return (false, true)
+                }
+                s.queued.append(Item(store: store, record: record, waiter: waiter))
+                defer { s.writing = true }
+                return (!s.writing, false)
+            }
+            if full { waiter.resume() }
+            if start { Task { await self.write() } }
+        }
+    }
+
+    /// Writes what is queued until nothing is; a failed batch stays queued and is tried again.
+    private func write() async {
+        while true {
+            let batch = state.withLock { s -> [Item] in
+                let batch = Array(s.queued.prefix(500))
+                if batch.isEmpty { s.writing = false }
+                return batch
+            }
+            guard !batch.isEmpty else { return }
+            var failed = false
+            for group in Dictionary(grouping: batch, by: { $0.store.app }).values {
+                do {
+                    try await group[0].store.retentionRecord(group.map(\.record))
+                } catch {
+                    failed = true
+                    break
+                }
+            }
+            let pending = state.withLock { s -> Int in
+                if !failed { s.queued.removeFirst(batch.count) }
+                return s.queued.count
+            }
+            metrics.recorder(failed: failed, pending: pending)
+            if failed {
+                // Every record of the batch is written again (the statement skips those stored).
+                try? await Task.sleep(for: retryEvery)
+            } else {
+                for item in batch { item.waiter?.resume() }
+            }
+        }
+    }
+}
+
+/// Whether the database is worth asking now: after a failure, one request a second tries it (the
+/// others answer from what serve holds, at once), until one succeeds.
+final class DatabaseBreaker: Sendable {
+    private struct State {
+        var failedAt: ContinuousClock.Instant?
+        var probing = false
+    }
+    private let state = Mutex(State())
+    private let probeEvery: Duration
+
+    init(probeEvery: Duration = .seconds(1)) { self.probeEvery = probeEvery }
+
+    func shouldTry() -> Bool {
+        state.withLock { s in
+            guard let failed = s.failedAt else { return true }
+            guard !s.probing, ContinuousClock.now - failed >= probeEvery else { return false }
+            s.probing = true
+            return true
+        }
+    }
+
+    func succeeded() { state.withLock { $0 = State() } }
+    func failed() { state.withLock { $0 = State(failedAt: .now, probing: false) } }
+}
