@@ -34,6 +34,10 @@ public struct ReportRows: Sendable, Equatable {
     public var runs: [RunRow] = []
     /// Apple's refund requests signed in the window, answered and decided (`refund_requests`).
     public var refunds = RefundSummary()
+    /// Cancel-page views in the window, by arm and what was shown (`retention_message_requests`).
+    public var cancelViews: [CancelViewCount] = []
+    /// The cancel page's outcomes per kind of answer (campaign `cancel_page`, `offerId` the kind).
+    public var cancelOutcomes: [Outcome] = []
 
     public init(asOf: Date, days: Int) {
         self.asOf = asOf
@@ -125,6 +129,13 @@ public struct ReportRows: Sendable, Equatable {
             self.status = status
             self.count = count
         }
+    }
+
+    /// Cancel-page views of one arm that were shown one thing (`default`: the default message;
+    /// `none`: no answer, Apple's own default).
+    public struct CancelViewCount: Sendable, Equatable {
+        public var arm: String, shown: String, count: Int
+        public init(arm: String, shown: String, count: Int) { (self.arm, self.shown, self.count) = (arm, shown, count) }
     }
 
     /// One campaign and offer of the retention loop (docs/churn-model.md §6). Counts only: the

@@ -37,6 +37,9 @@ public struct ReportData: Sendable, Equatable {
     public var runs: [RunRow] = []
     /// Apple's refund requests signed in the window, answered and decided (`refund_requests`).
     public var refunds = RefundSummary()
+    /// Cancel-page views in the window by arm and what was shown, and their outcomes.
+    public var cancelViews: [ReportRows.CancelViewCount] = []
+    public var cancelOutcomes: [Outcome] = []
 
     public init(asOf: Date, days: Int) {
         self.asOf = asOf
@@ -62,6 +65,8 @@ public struct ReportData: Sendable, Equatable {
         revenue = rows.revenue.isEmpty ? nil : Revenue(rows: rows.revenue)
         runs = rows.runs
         refunds = rows.refunds
+        cancelViews = rows.cancelViews
+        cancelOutcomes = rows.cancelOutcomes
     }
 
     /// True when there is nothing at all to show: no subscriptions, no history, no runs.

@@ -12,6 +12,7 @@ public enum ReportPage {
         ("winback", "Win-back queue"),
         ("revenue", "Revenue at risk"),
         ("refunds", "Refund requests"),
+        ("cancel", "Cancel page"),
         ("runs", "The last runs"),
     ]
 
@@ -43,6 +44,7 @@ public enum ReportPage {
             \(WinbackPanel.render(data, ids))
             \(RevenuePanel.render(data, ids))
             \(RefundsPanel.render(data, ids))
+            \(CancelPagePanel.render(data, ids))
             \(RunsPanel.render(data, ids))
             """
     }

@@ -114,7 +114,7 @@ public final class RetentionAnswerer: Sendable {
         let record = RetentionRequestRecord(
             requestIdentifier: id, originalTransactionId: request.originalTransactionId, productId: request.productId,
             userLocale: request.userLocale, environment: request.rawEnvironment, signedAt: signedAt, arm: choice.arm,
-            ruleName: choice.rule?.name, answerKind: kind, messageId: body?.messageIdentifier, segment: facts.segment,
+            ruleName: choice.rule?.name, ruleKind: choice.rule?.kind, answerKind: kind, messageId: body?.messageIdentifier, segment: facts.segment,
             tenureDays: facts.tenureDays, periodEndsAt: lookup?.periodEndsAt, factsKnown: lookup != nil, answer: text)
         let recorder = self.recorder, store = door.store
         if lookup != nil {

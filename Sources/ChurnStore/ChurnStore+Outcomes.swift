@@ -120,6 +120,8 @@ public struct OutcomeSummary: Sendable, Equatable {
     public var medianDaysToSave: Double?
     /// Renewal price × treated saves, per ISO 4217 currency, in milliunits.
     public var revenueKept: [String: Int64]
+    /// The cancel page's lines: the kind of answer its rules give (`message`, ...); nil otherwise.
+    public var answerKind: String? = nil
 
     public var savedShare: Double? { decided > 0 ? Double(saved) / Double(decided) : nil }
     public var holdoutSavedShare: Double? { holdoutDecided > 0 ? Double(holdoutSaved) / Double(holdoutDecided) : nil }

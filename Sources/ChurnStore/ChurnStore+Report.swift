@@ -17,7 +17,8 @@ extension ChurnStore {
             var data = ReportRows(asOf: asOf, days: days)
             data.app = app
             let tables = try db.query("""
-                SELECT to_regclass('churnwatch.subscriptions') IS NOT NULL, to_regclass('churnwatch.apps') IS NOT NULL
+                SELECT to_regclass('churnwatch.subscriptions') IS NOT NULL, to_regclass('churnwatch.apps') IS NOT NULL,
+                       to_regclass('churnwatch.retention_message_requests') IS NOT NULL
                 """)[0]
             guard try tables.decode(Bool.self, at: 0) else {
                 data.migrated = false
@@ -34,6 +35,8 @@ extension ChurnStore {
             try Self.reportWinback(db, &data)
             try Self.reportRevenue(db, &data)
             try Self.reportRefunds(db, &data)
+            // A database not migrated to the cancel page yet (0022) has none to show.
+            if try tables.decode(Bool.self, at: 2) { try Self.reportCancelPage(db, &data) }
             try Self.reportRuns(db, &data)
             return data
         }
@@ -90,6 +93,24 @@ extension ChurnStore {
             """).map {
             ReportRows.Flow(from: try $0.decode(String.self, "from_segment"), to: try $0.decode(String.self, "to_segment"),
                             last7: try $0.decode(Int.self, "d7"), last30: try $0.decode(Int.self, "d30"))
+        }
+    }
+
+    static func reportCancelPage(_ db: PostgresConnection, _ data: inout ReportRows) throws {
+        data.cancelViews = try db.query("""
+            SELECT arm, coalesce(answer_kind, CASE WHEN answer IS NULL THEN 'none' ELSE 'default' END) AS shown, count(*) AS n
+            FROM churnwatch.retention_message_requests
+            WHERE bundle_id = \(data.app) AND signed_at > \(data.asOf) - make_interval(days => \(data.days)) AND signed_at <= \(data.asOf)
+            GROUP BY 1, 2 ORDER BY 1, 2
+            """).map {
+            ReportRows.CancelViewCount(arm: try $0.decode(String.self, "arm"), shown: try $0.decode(String.self, "shown"),
+                                       count: try $0.decode(Int.self, "n"))
+        }
+        data.cancelOutcomes = try cancelPageOutcomes(db, app: data.app, since: nil, asOf: data.asOf).map {
+            ReportRows.Outcome(campaign: $0.campaign, offerId: $0.answerKind, entries: $0.entries, delivered: $0.delivered,
+                               decided: $0.decided, saved: $0.saved, holdoutEntries: $0.holdoutEntries,
+                               holdoutDecided: $0.holdoutDecided, holdoutSaved: $0.holdoutSaved,
+                               medianDaysToSave: nil, revenueKept: $0.revenueKept)
         }
     }
 

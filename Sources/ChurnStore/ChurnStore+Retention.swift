@@ -13,6 +13,8 @@ public struct RetentionRequestRecord: Sendable, Equatable, Codable {
     public var signedAt: Date
     public var arm: RetentionArm
     public var ruleName: String?
+    /// The matched rule's kind (the holdout's too).
+    public var ruleKind: RetentionAnswerKind?
     public var answerKind: RetentionAnswerKind?
     public var messageId: String?
     public var segment: Segment?
@@ -25,11 +27,11 @@ public struct RetentionRequestRecord: Sendable, Equatable, Codable {
     public var answer: String?
 
     public init(requestIdentifier: UUID, originalTransactionId: String, productId: String, userLocale: String, environment: String,
-                signedAt: Date, arm: RetentionArm, ruleName: String?, answerKind: RetentionAnswerKind?, messageId: String?,
+                signedAt: Date, arm: RetentionArm, ruleName: String?, ruleKind: RetentionAnswerKind?, answerKind: RetentionAnswerKind?, messageId: String?,
                 segment: Segment?, tenureDays: Int?, periodEndsAt: Date?, factsKnown: Bool, answer: String?) {
         (self.requestIdentifier, self.originalTransactionId, self.productId) = (requestIdentifier, originalTransactionId, productId)
         (self.userLocale, self.environment, self.signedAt, self.arm) = (userLocale, environment, signedAt, arm)
-        (self.ruleName, self.answerKind, self.messageId) = (ruleName, answerKind, messageId)
+        (self.ruleName, self.ruleKind, self.answerKind, self.messageId) = (ruleName, ruleKind, answerKind, messageId)
         (self.segment, self.tenureDays, self.factsKnown, self.answer) = (segment, tenureDays, factsKnown, answer)
         self.periodEndsAt = periodEndsAt
     }
@@ -163,14 +165,14 @@ extension ChurnStore {
                 WITH r AS (
                     SELECT * FROM jsonb_to_recordset(\(json)::jsonb) AS x(
                         request_identifier uuid, original_transaction_id text, product_id text, user_locale text, environment text,
-                        signed_at double precision, arm text, rule_name text, answer_kind text, message_id uuid, segment text,
+                        signed_at double precision, arm text, rule_name text, rule_kind text, answer_kind text, message_id uuid, segment text,
                         tenure_days integer, period_ends_at double precision, facts_known boolean, answer text)
                 ), stored AS (
                     INSERT INTO churnwatch.retention_message_requests (request_identifier, bundle_id, original_transaction_id, product_id,
-                        user_locale, environment, signed_at, arm, rule_name, answer_kind, message_id, segment, tenure_days, period_ends_at,
+                        user_locale, environment, signed_at, arm, rule_name, rule_kind, answer_kind, message_id, segment, tenure_days, period_ends_at,
                         facts_known, answer)
                     SELECT request_identifier, \(app), original_transaction_id, product_id, user_locale, environment,
-                           to_timestamp(signed_at / 1000), arm, rule_name, answer_kind, message_id, segment, tenure_days,
+                           to_timestamp(signed_at / 1000), arm, rule_name, rule_kind, answer_kind, message_id, segment, tenure_days,
                            to_timestamp(period_ends_at / 1000), facts_known,
                            answer::jsonb
                     FROM r

@@ -23,6 +23,11 @@ struct OutcomesCommand: AsyncParsableCommand {
             Several apps (every app in churnwatch.apps, or those given with --app): each app's lines after a line \
             "app BUNDLE_ID"; with --json or --csv every app's rows one after the other, each naming its app in bundle_id.
 
+            --campaign cancel_page: the cancel page instead (docs/contracts.md "Cancel page"): one line per kind of answer \
+            (answer_kind: message, alternate_product, promotional_offer), over each subscriber's first view a rule matched; \
+            entries are the treated subscribers, saved those whose subscription renewed past the period they were in at the \
+            view (at most 35 days on), the holdout those the rule's share held out (shown the default message).
+
             Exit codes: 0; 78 a bad value; 64 a malformed command line; 69 database unreachable.
             """
     )
@@ -32,6 +37,9 @@ struct OutcomesCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("since"), help: ArgumentHelp("Only entries opened since this time, by their run's or sync's moment (ISO 8601 or YYYY-MM-DD).", valueName: "time"))
     var since: String?
+
+    @Option(name: .customLong("campaign"), help: "Only this campaign's lines: a win-back campaign, or cancel_page (the cancel page's rules, one line per kind of answer, treated against the holdout; not shown without it).")
+    var campaign: String?
 
     @Option(name: .customLong("by"), help: "offer (default), product or campaign.")
     var by = "offer"
@@ -55,8 +63,12 @@ struct OutcomesCommand: AsyncParsableCommand {
             let since = try TimeArgument.parse(self.since, flag: "--since")
             let at = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
             var blocks: [(app: String, rows: [OutcomeJSON])] = []
+            if let campaign, campaign != "cancel_page", WinbackCampaign(rawValue: campaign) == nil {
+                throw CLIError.configuration("--campaign \"\(campaign.prefix(40))\" is not one of \(WinbackCampaign.allCases.map(\.rawValue).joined(separator: ", ")), cancel_page")
+            }
             for store in try await app.readingStores(global) {
-                let rows = try await store.outcomeSummaries(since: since, grouping: grouping, asOf: at)
+                let rows = campaign == "cancel_page" ? try await store.cancelPageOutcomes(since: since, asOf: at)
+                    : try await store.outcomeSummaries(since: since, grouping: grouping, asOf: at).filter { campaign == nil || $0.campaign == campaign }
                 blocks.append((store.app, rows.map { OutcomeJSON($0, app: store.app) }))
             }
             guard !blocks.isEmpty else { return }
@@ -82,12 +94,12 @@ struct OutcomesCommand: AsyncParsableCommand {
             if let u = r.uplift, let l = r.uplift_low, let h = r.uplift_high {
                 uplift = String(format: "%+.1f pp [%+.1f, %+.1f]", u * 100, l * 100, h * 100) + (r.too_few_to_say ? " too few" : "")
             }
-            out.append(pad(r.campaign, 20) + pad(r.offer_id ?? "(none)", 18) + (byProduct ? pad(r.product_id ?? "-", 20) : "")
+            out.append(pad(r.campaign, 20) + pad(r.answer_kind ?? r.offer_id ?? "(none)", 18) + (byProduct ? pad(r.product_id ?? "-", 20) : "")
                        + pad(String(r.entries), 9) + pad(String(r.delivered), 10) + pad(pct(r.saved_share), 8)
                        + pad(String(r.holdout_entries), 9) + pad(pct(r.holdout_saved_share), 11) + pad(uplift, 30)
                        + pad(r.median_days_to_save.map { String(format: "%.1f", $0) } ?? "-", 9) + r.revenueText(separator: ", "))
         }
-        if rows.isEmpty { out.append("no win-back entries yet") }
+        if rows.isEmpty { out.append("no outcomes yet") }
         return out
     }
 }
@@ -97,6 +109,8 @@ struct OutcomeJSON: Encodable {
     /// The app the line is of.
     var bundle_id: String
     var campaign: String, offer_id: String?, product_id: String?
+    /// The cancel page's lines only: the kind of answer.
+    var answer_kind: String?
     var entries: Int, delivered: Int, decided: Int, saved: Int, saved_share: Double?
     var holdout_entries: Int, holdout_decided: Int, holdout_saved: Int, holdout_saved_share: Double?
     var uplift: Double?, uplift_low: Double?, uplift_high: Double?, too_few_to_say: Bool
@@ -106,7 +120,7 @@ struct OutcomeJSON: Encodable {
 
     init(_ s: OutcomeSummary, app: String) {
         bundle_id = app
-        campaign = s.campaign; offer_id = s.offerId; product_id = s.productId
+        campaign = s.campaign; offer_id = s.offerId; product_id = s.productId; answer_kind = s.answerKind
         entries = s.entries; delivered = s.delivered; decided = s.decided; saved = s.saved; saved_share = s.savedShare
         holdout_entries = s.holdoutEntries; holdout_decided = s.holdoutDecided; holdout_saved = s.holdoutSaved
         holdout_saved_share = s.holdoutSavedShare
@@ -120,7 +134,7 @@ struct OutcomeJSON: Encodable {
     enum CodingKeys: String, CodingKey {
         case campaign, offer_id, product_id, entries, delivered, decided, saved, saved_share, holdout_entries, holdout_decided,
              holdout_saved, holdout_saved_share, uplift, uplift_low, uplift_high, too_few_to_say, median_days_to_save, revenue_kept,
-             bundle_id
+             bundle_id, answer_kind
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -128,6 +142,7 @@ struct OutcomeJSON: Encodable {
         try c.encode(campaign, forKey: .campaign)
         try c.encode(offer_id, forKey: .offer_id)
         if product_id != nil { try c.encode(product_id, forKey: .product_id) }
+        if answer_kind != nil { try c.encode(answer_kind, forKey: .answer_kind) }
         for (v, k) in [(entries, CodingKeys.entries), (delivered, .delivered), (decided, .decided), (saved, .saved),
                        (holdout_entries, .holdout_entries), (holdout_decided, .holdout_decided), (holdout_saved, .holdout_saved)] {
             try c.encode(v, forKey: k)

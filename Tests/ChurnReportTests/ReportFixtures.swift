@@ -27,6 +27,10 @@ enum ReportFixtures {
         data.winback = [.init(campaign: "save_offer", status: "pending", count: 80), .init(campaign: "save_offer", status: "done", count: 12),
                         .init(campaign: "billing_fix", status: "claimed", count: 9)]
         data.revenue = .init(rows: [.init(segment: "will_not_renew", currency: "USD", subscriptions: 118, milliunits: 1_178_820)])
+        data.cancelViews = [.init(arm: "treated", shown: "promotional_offer", count: 30), .init(arm: "treated", shown: "message", count: 12),
+                            .init(arm: "holdout", shown: "default", count: 9), .init(arm: "no_rule", shown: "default", count: 4)]
+        data.cancelOutcomes = [.init(campaign: "cancel_page", offerId: "promotional_offer", entries: 60, delivered: 60, decided: 56, saved: 18,
+                                     holdoutEntries: 40, holdoutDecided: 40, holdoutSaved: 6, medianDaysToSave: nil, revenueKept: ["USD": 89_910])]
         data.refunds.requests = 12
         (data.refunds.answeredInTime, data.refunds.notSent, data.refunds.failed, data.refunds.open) = (8, 4, 0, 0)
         (data.refunds.refunded, data.refunds.declined) = (4, 3)

@@ -51,6 +51,17 @@ struct ReportPageTests {
         #expect(page.contains("No outcomes yet"))
     }
 
+    @Test("the cancel page: the lead counts views by arm, the table has a row per arm and a column per thing shown, the outcomes per kind of answer with the uplift; none: a line says so")
+    func cancelPagePanel() {
+        let page = ReportPage.render(ReportFixtures.week())
+        #expect(page.contains("55 views of the subscription page: 42 shown a rule's answer, 9 held out"), "\(page.components(separatedBy: "data-panel=\"cancel\"").last?.prefix(600) ?? "")")
+        #expect(page.contains("<th scope=\"row\">treated</th><td class=\"num\">12</td><td class=\"num\">0</td><td class=\"num\">30</td><td class=\"num\">0</td><td class=\"num\">0</td><td class=\"num\">42</td>"))
+        #expect(page.contains("<th scope=\"row\">promotional_offer</th><td class=\"num\">60</td><td class=\"num\">32.1 %</td>"))
+        var none = ReportFixtures.week()
+        (none.cancelViews, none.cancelOutcomes) = ([], [])
+        #expect(ReportPage.render(none).contains("No cancel-page view in the last"))
+    }
+
     @Test("refund requests: the lead counts them and Apple's decisions, the table has a row per branch and the totals; none: a line says so")
     func refundsPanel() {
         let page = ReportPage.render(ReportFixtures.week())

@@ -50,6 +50,8 @@ CREATE TABLE churnwatch.retention_message_requests (
     received_at             timestamptz NOT NULL DEFAULT now(),
     arm                     text NOT NULL CHECK (arm IN ('treated', 'holdout', 'no_rule')),
     rule_name               text,
+    -- The matched rule's kind, for the holdout too (who would have been shown it).
+    rule_kind               text CHECK (rule_kind IN ('message', 'alternate_product', 'promotional_offer')),
     answer_kind             text CHECK (answer_kind IN ('message', 'alternate_product', 'promotional_offer')),
     message_id              uuid,
     segment                 text,

@@ -1,0 +1,59 @@
+import ChurnModel
+import Foundation
+import Postgres
+
+extension ChurnStore {
+    /// The cancel page's outcomes (`churnwatch outcomes --campaign cancel_page`), one line per
+    /// kind of answer the matched rules give: each subscriber's first view since `since` that a
+    /// rule matched, treated (shown the rule's answer) against held out (shown the default).
+    /// The horizon is the end of the period the subscriber was in at the view (the next renewal),
+    /// at most 35 days after it. Saved: the subscription's period now ends after the horizon (it
+    /// renewed). Lost: not saved, and polled after the horizon. Else not decided yet.
+    public func cancelPageOutcomes(since: Date?, asOf: Date) async throws -> [OutcomeSummary] {
+        try await pool.withConnection { db in try Self.cancelPageOutcomes(db, app: app, since: since, asOf: asOf) }
+    }
+
+    static func cancelPageOutcomes(_ db: PostgresConnection, app: String, since: Date?, asOf: Date) throws -> [OutcomeSummary] {
+        let views: PostgresQuery = """
+            WITH first AS (
+                SELECT DISTINCT ON (r.original_transaction_id) r.original_transaction_id, r.arm, r.rule_kind, r.signed_at,
+                       least(coalesce(r.period_ends_at, r.signed_at + interval '35 days'), r.signed_at + interval '35 days') AS horizon
+                FROM churnwatch.retention_message_requests r
+                WHERE r.bundle_id = \(app) AND r.arm IN ('treated', 'holdout') AND r.rule_kind IS NOT NULL
+                  AND (\(since)::timestamptz IS NULL OR r.signed_at >= \(since)::timestamptz) AND r.signed_at <= \(asOf)
+                ORDER BY r.original_transaction_id, r.signed_at
+            )
+            SELECT f.rule_kind, f.arm = 'holdout' AS holdout,
+                   CASE WHEN s.expires_at > f.horizon THEN 'saved'
+                        WHEN f.horizon <= \(asOf) AND s.last_success_at > f.horizon THEN 'lost' END AS outcome,
+                   (s.snapshot->>'renewal_price')::bigint AS price, s.snapshot->>'renewal_currency' AS currency
+            FROM first f LEFT JOIN churnwatch.subscriptions s ON s.original_transaction_id = f.original_transaction_id
+            """
+        var summaries: [OutcomeSummary] = []
+        for row in try db.query("""
+            WITH v AS (\(views))
+            SELECT rule_kind,
+                count(*) FILTER (WHERE NOT holdout) AS entries,
+                count(*) FILTER (WHERE NOT holdout AND outcome IS NOT NULL) AS decided,
+                count(*) FILTER (WHERE NOT holdout AND outcome = 'saved') AS saved,
+                count(*) FILTER (WHERE holdout) AS holdout_entries,
+                count(*) FILTER (WHERE holdout AND outcome IS NOT NULL) AS holdout_decided,
+                count(*) FILTER (WHERE holdout AND outcome = 'saved') AS holdout_saved,
+                coalesce(jsonb_object_agg(currency, kept) FILTER (WHERE currency IS NOT NULL), '{}')::text AS kept
+            FROM (SELECT rule_kind, holdout, outcome, currency,
+                         sum(price) FILTER (WHERE NOT holdout AND outcome = 'saved') OVER (PARTITION BY rule_kind, currency) AS kept
+                  FROM v) AS x
+            GROUP BY 1 ORDER BY 1
+            """) {
+            let kept = try JSONDecoder().decode([String: Int64?].self, from: Data(try row.decode(String.self, "kept").utf8))
+            let entries = try row.decode(Int.self, "entries")
+            summaries.append(OutcomeSummary(
+                campaign: "cancel_page", offerId: nil, productId: nil, entries: entries, delivered: entries,
+                decided: try row.decode(Int.self, "decided"), saved: try row.decode(Int.self, "saved"),
+                holdoutEntries: try row.decode(Int.self, "holdout_entries"), holdoutDecided: try row.decode(Int.self, "holdout_decided"),
+                holdoutSaved: try row.decode(Int.self, "holdout_saved"), medianDaysToSave: nil,
+                revenueKept: kept.compactMapValues { $0 }.filter { $0.value > 0 }, answerKind: try row.decode(String.self, "rule_kind")))
+        }
+        return summaries
+    }
+}
