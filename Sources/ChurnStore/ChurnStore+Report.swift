@@ -100,7 +100,7 @@ extension ChurnStore {
         data.cancelViews = try db.query("""
             SELECT arm, coalesce(answer_kind, CASE WHEN answer IS NULL THEN 'none' ELSE 'default' END) AS shown, count(*) AS n
             FROM churnwatch.retention_message_requests
-            WHERE bundle_id = \(data.app) AND signed_at > \(data.asOf) - make_interval(days => \(data.days)) AND signed_at <= \(data.asOf)
+            WHERE bundle_id = \(data.app) AND signed_at > \(data.asOf) - make_interval(days => \(data.days)::int) AND signed_at <= \(data.asOf)
             GROUP BY 1, 2 ORDER BY 1, 2
             """).map {
             ReportRows.CancelViewCount(arm: try $0.decode(String.self, "arm"), shown: try $0.decode(String.self, "shown"),
