@@ -17,6 +17,10 @@ Phases, each against a serve process started here on loopback:
               PostgreSQL stopped and started once during the stream: serve_ok_not_stored (answered
               200 and in neither the inbox nor the log: must be 0), then after a last sync (the
               net) serve_exactly_once = 1 when every notification of the day is recorded once.
+  retention   the cancel page (ops/bench_retention.py): retention_answer_p50_ms, _p99_ms at the
+              performance test's concurrency with a nightly run beside, retention_answer_p99_ms_db_down,
+              retention_fallback_share.
+BENCH_SERVE_PHASES (default all four) picks phases.
 """
 import json, os, random, signal, statistics, subprocess, sys, time, urllib.request
 
@@ -31,10 +35,10 @@ def psql(url, sql):
     return [line.split("|") for line in out.strip().splitlines() if line]
 
 
-def start_serve(url):
+def start_serve(url, extra=()):
     e = dict(env, DATABASE_URL=url)
     log = open(f"{work}/serve.log", "a")
-    p = subprocess.Popen([f"{bin_dir}/churnwatch", "serve", "--listen", f"127.0.0.1:{port}", "--log-format", "json"],
+    p = subprocess.Popen([f"{bin_dir}/churnwatch", "serve", "--listen", f"127.0.0.1:{port}", "--log-format", "json", *extra],
                          env=e, stdout=subprocess.PIPE, stderr=log, text=True)
     line = p.stdout.readline()
     if "listening on" not in line:
@@ -192,6 +196,14 @@ def once(url, night, pg):
 if __name__ == "__main__":
     main_url, sat_url, night, pg = sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]
     a, b = split_day(f"{work}/day.jsonl")
-    latency(main_url, night)
-    saturation(sat_url)
-    once(main_url, night, pg)
+    phases = os.environ.get("BENCH_SERVE_PHASES", "latency,saturation,once,retention").split(",")
+    if "latency" in phases:
+        latency(main_url, night)
+    if "saturation" in phases:
+        saturation(sat_url)
+    if "once" in phases:
+        once(main_url, night, pg)
+    if "retention" in phases:
+        sys.path.insert(0, here)
+        import bench_retention
+        bench_retention.run(bin_dir, work, port, env, main_url, night, pg, start_serve)

@@ -21,6 +21,9 @@ public struct RetentionPolicy: Sendable, Equatable {
         /// Transactions whose period ended this long ago, by their expiry; a subscription's
         /// newest transaction is never removed.
         case transactions
+        /// The cancel page's answered requests, by Apple's signed date (their events stay in
+        /// the event log).
+        case retentionRequests = "retention_message_requests"
 
         /// What is kept when nothing is configured.
         public var defaultKeep: TimeInterval {
@@ -31,6 +34,7 @@ public struct RetentionPolicy: Sendable, Equatable {
             case .quarantine: 90 * RetentionPolicy.day
             case .segmentChanges: 400 * RetentionPolicy.day
             case .transactions: 60 * RetentionPolicy.day
+            case .retentionRequests: 400 * RetentionPolicy.day
             }
         }
 
@@ -44,6 +48,8 @@ public struct RetentionPolicy: Sendable, Equatable {
             case .quarantine: (RetentionPolicy.day, "a payload quarantined tonight is the morning's diagnosis")
             case .segmentChanges: (366 * RetentionPolicy.day, "`churnwatch report --days` reaches back 366 days")
             case .transactions: (31 * RetentionPolicy.day, "the table's readers follow renewals and refunds at least a month back")
+            case .retentionRequests: (60 * RetentionPolicy.day,
+                                      "`outcomes --campaign cancel_page` judges a view up to 35 days on, and Apple's retry must find its answer")
             }
         }
     }

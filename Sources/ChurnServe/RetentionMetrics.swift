@@ -12,6 +12,7 @@ public final class RetentionMetrics: Sendable {
         var rejected: [String: Int] = [:]
         var recordFailures = 0
         var recordPending = 0
+        var recordDropped = 0
     }
 
     private let state = Mutex(State())
@@ -36,6 +37,9 @@ public final class RetentionMetrics: Sendable {
         }
     }
 
+    /// An answered request not recorded: the recorder already held its maximum.
+    func recordDropped() { state.withLock { $0.recordDropped += 1 } }
+
     var text: String {
         let s = state.withLock { $0 }
         var out = PrometheusText()
@@ -57,6 +61,9 @@ public final class RetentionMetrics: Sendable {
         for r in Self.reasons { out.sample("churnwatch_serve_retention_rejected_total", [("reason", r)], Double(s.rejected[r] ?? 0)) }
         out.family("churnwatch_serve_retention_record_failures_total", .counter, "Writes of answered requests that failed (retried).")
         out.sample("churnwatch_serve_retention_record_failures_total", [], Double(s.recordFailures))
+        out.family("churnwatch_serve_retention_record_dropped_total", .counter,
+                   "Answered requests never recorded: 20,000 were waiting for the database already.")
+        out.sample("churnwatch_serve_retention_record_dropped_total", [], Double(s.recordDropped))
         out.family("churnwatch_serve_retention_record_pending", .gauge, "Answered requests not recorded yet (the database slow or down).")
         out.sample("churnwatch_serve_retention_record_pending", [], Double(s.recordPending))
         return out.text

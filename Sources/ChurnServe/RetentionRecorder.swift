@@ -18,7 +18,6 @@ final class RetentionRecorder: Sendable {
     private struct State {
         var queued: [Item] = []
         var writing = false
-        var dropped = 0
     }
 
     private let state = Mutex(State())
@@ -30,23 +29,20 @@ final class RetentionRecorder: Sendable {
         (self.metrics, self.maxQueued, self.retryEvery) = (metrics, maxQueued, retryEvery)
     }
 
-    /// Records are kept in memory until written; those dropped because too many waited.
-    var dropped: Int { state.withLock { $0.dropped } }
-
     /// Queues one record; returns once it is committed (the caller bounds the wait).
     func record(_ record: RetentionRequestRecord, in store: ChurnStore) async {
         await withCheckedContinuation { (waiter: Waiter) in
             // Only the writer takes from the front; past the bound the newest is dropped.
             let (start, full) = state.withLock { s -> (Bool, Bool) in
-                guard s.queued.count < maxQueued else {
-                    s.dropped += 1
-                    return (false, true)
-                }
+                guard s.queued.count < maxQueued else { return (false, true) }
                 s.queued.append(Item(store: store, record: record, waiter: waiter))
                 defer { s.writing = true }
                 return (!s.writing, false)
             }
-            if full { waiter.resume() }
+            if full {
+                metrics.recordDropped()
+                waiter.resume()
+            }
             if start { Task { await self.write() } }
         }
     }

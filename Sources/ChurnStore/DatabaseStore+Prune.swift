@@ -37,6 +37,7 @@ extension DatabaseStore {
             ("notification_inbox", "t.processed_at < \(wallCut(.inbox))", "false"),
             ("quarantine", "t.received_at < \(wallCut(.quarantine))", "false"),
             ("segment_changes", "t.changed_at < \(cut(.segmentChanges)) ORDER BY t.changed_at", "false"),
+            ("retention_message_requests", "t.signed_at < \(cut(.retentionRequests)) ORDER BY t.signed_at", "false"),
             ("transactions", "t.expires_date < \(cut(.transactions)) ORDER BY t.expires_date", """
                 EXISTS (SELECT 1 FROM churnwatch.subscriptions s
                         WHERE s.original_transaction_id = t.original_transaction_id AND s.latest_transaction_id = t.transaction_id)
@@ -109,7 +110,11 @@ extension DatabaseStore {
     /// once, and one with nothing to remove costs an index probe.
     private func pruneAged(_ table: String, old: PostgresQuery, keep: PostgresQuery, dryRun: Bool, batch: Int,
                            shouldStop: @Sendable () -> Bool, into report: inout PruneReport) async throws -> Int {
-        let key: PostgresQuery = table == "transactions" ? "transaction_id" : "id"
+        let key: PostgresQuery = switch table {
+        case "transactions": "transaction_id"
+        case "retention_message_requests": "request_identifier"
+        default: "id"
+        }
         if dryRun {
             return try await timed(&report) { db in
                 try db.query("""

@@ -80,7 +80,11 @@ struct Serve: AsyncParsableCommand {
             /inApps/v2/refund/lookup/{id}, POST /inApps/v1/notifications/history, \
             PUT /inApps/v2/transactions/consumption/{id} (ES256 JWT required), POST /verifyReceipt; \
             GET /_sim/clock, POST /_sim/clock?advance=1d|?set=ISO, GET /_sim/stats, /_sim/truth?at=ISO, /_sim/truth/consumption, \
-            /_sim/events?from=ISO&to=ISO, /_sim/notifications?from=ISO&to=ISO, /_sim/info. \
+            /_sim/events?from=ISO&to=ISO, /_sim/notifications?from=ISO&to=ISO, /_sim/info; \
+            Retention Messaging: PUT|DELETE /inApps/v1/messaging/image/{id}, GET .../image/list, PUT|DELETE .../message/{id}, \
+            GET .../message/list, PUT|GET|DELETE .../default/{productId}/{locale}, PUT|GET|DELETE .../realtime/url, \
+            POST .../performanceTest, GET .../performanceTest/result/{requestId}; GET /_sim/retention/views?from=ISO&to=ISO, \
+            /_sim/retention/summary. \
             With --apps N: the token's bid picks the app; /_sim endpoints take ?bundle_id= (default: the first app).
             """)
 
@@ -142,6 +146,8 @@ struct Serve: AsyncParsableCommand {
 
     @OptionGroup var notifications: NotificationFlags
 
+    @OptionGroup var retention: RetentionFlags
+
     @Option(help: "Event loop threads (default: one per core).")
     var threads: Int?
 
@@ -169,6 +175,7 @@ struct Serve: AsyncParsableCommand {
         options.consumptionAnswerEffect = consumptionAnswerEffect
         options.requireIssuedAt = requireIat
         options.notifications = try notifications.options()
+        options.retention = try retention.options()
         let deliveryOptions = try notifications.delivery()
         options.faultKinds = try faultKinds.split(separator: ",").map {
             guard let k = PayloadFault(rawValue: String($0)) else { throw ValidationError("--fault-kinds: unknown kind \($0)") }
@@ -198,9 +205,15 @@ struct Serve: AsyncParsableCommand {
             say("appstore-sim: delivering notifications to \(options.production ?? "-") (Sandbox: \(options.sandbox ?? options.production ?? "-"))")
             return Task { await delivery.run() }
         }
+        let viewer = CancelPageViewer(service: service)
+        let viewing = Task { await viewer.run() }
+        if let url = options.retention.url(sandbox: true) {
+            say("appstore-sim: cancel page: real-time requests to \(options.retention.productionURL ?? "-") (Sandbox: \(url))")
+        }
         say("listening production_port=\(server.productionPort) sandbox_port=\(server.sandboxPort)")
         try await server.waitUntilClosed()
         delivering?.cancel()
+        viewing.cancel()
     }
 }
 

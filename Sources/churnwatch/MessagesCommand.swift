@@ -13,9 +13,14 @@ struct MessagesCommand: AsyncParsableCommand {
             (--holdout, drawn once per subscriber) gets the default message instead. `serve` reads the rules again within \
             5 seconds of a change. See docs/contracts.md "Cancel page".
 
-            Exit codes: 0 done; 78 a bad value; 64 a malformed command line; 69 database unreachable.
+            upload, upload-image, list, delete, url and performance-test call Apple's Retention Messaging API with the \
+            app's key, as every other Apple call; a rule or a per-product default must name a message Apple APPROVED.
+
+            Exit codes: 0 done; 65 Apple refused (one line names Apple's code), or the performance test failed; 75 Apple \
+            unavailable (run again); 78 a bad value or setting; 64 a malformed command line; 69 database unreachable.
             """,
-        subcommands: [Rules.self, Defaults.self]
+        subcommands: [MessageUpload.self, ImageUpload.self, MessageList.self, MessageDelete.self, Rules.self, Defaults.self,
+                      RealtimeURLCommand.self, PerformanceTestCommand.self]
     )
 
     struct Rules: AsyncParsableCommand {
@@ -49,10 +54,11 @@ struct MessagesCommand: AsyncParsableCommand {
 }
 
 struct RuleSet: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "set", abstract: "Create or replace a rule (by --name).")
+    static let configuration = CommandConfiguration(commandName: "set", abstract: "Create or replace a rule (by --name); its message must be APPROVED at Apple.")
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var app: AppOptions
+    @OptionGroup var apple: AppleOptions
 
     @Option(name: .customLong("name"), help: "The rule's name (unique per app).") var name: String
     @Option(name: .customLong("priority"), help: "Lower is tried first (default 100).") var priority = 100
@@ -95,7 +101,8 @@ struct RuleSet: AsyncParsableCommand {
         global.bootstrapLogging()
         try await reportingErrors {
             let rule = try rule()
-            let store = try await app.singleStore(global, marking: true)
+            let (client, store) = try await MessagesApple.open(global, app, apple, marking: true)
+            try await MessagesApple.requireApproved(rule.messageId, client)
             try await store.retentionRuleSet(rule)
             print("rule set: \(rule.name) (priority \(rule.priority)): \(rule.kind.rawValue) \(rule.messageId) holdout \(rule.holdout)")
         }
@@ -136,10 +143,12 @@ struct RuleRemove: AsyncParsableCommand {
 
 struct DefaultSet: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "set", abstract: "Set the default message of a product and locale (without them: of every product, every locale).")
+        commandName: "set",
+        abstract: "Set the default message of a product and locale, at Apple and here (without both: churnwatch's own, for every product or locale).")
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var app: AppOptions
+    @OptionGroup var apple: AppleOptions
     @Option(name: .customLong("message"), help: "The message (its identifier, a UUID).") var message: String
     @Option(name: .customLong("product"), help: "The product (default: every product).") var product: String?
     @Option(name: .customLong("locale"), help: "The locale, e.g. en-US (default: every locale).") var locale: String?
@@ -149,7 +158,14 @@ struct DefaultSet: AsyncParsableCommand {
         try await reportingErrors {
             let d = RetentionDefault(productId: try product.map { try OffersCommand.name($0, flag: "--product") },
                                      locale: try locale.map(MessagesCommand.locale), messageId: try MessagesCommand.message(message))
-            try await app.singleStore(global, marking: true).retentionDefaultSet(d)
+            let (client, store) = try await MessagesApple.open(global, app, apple, marking: true)
+            try await MessagesApple.requireApproved(d.messageId, client)
+            if let product = d.productId, let locale = d.locale {
+                // Apple's default for the product and locale: what the App Store shows when an answer fails.
+                _ = try MessagesApple.value(await client.setDefaultMessage(productId: product, locale: locale, messageId: d.messageId),
+                                            "setting the default message of \(product) \(locale) at Apple")
+            }
+            try await store.retentionDefaultSet(d)
             print("default set: \(d.productId ?? "(every product)") \(d.locale ?? "(every locale)") \(d.messageId)")
         }
     }

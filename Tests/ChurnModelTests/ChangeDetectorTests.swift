@@ -250,7 +250,7 @@ struct ChangeDetectorTests {
             "auto_renew_disabled", "auto_renew_enabled", "billing_retry_started", "grace_period_started",
             "grace_period_expired", "billing_recovered", "renewed", "expired", "refunded", "refund_reversed",
             "plan_change_scheduled", "plan_change_cancelled", "plan_changed", "price_increase_pending",
-            "price_increase_accepted", "resubscribed",
+            "price_increase_accepted", "resubscribed", "cancel_page_viewed",
         ])
     }
 

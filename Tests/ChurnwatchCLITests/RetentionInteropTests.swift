@@ -24,6 +24,7 @@ struct RetentionInteropTests {
         defer { world.close() }
         let night = try await world.night(E2E.start, extra: ["--notifications", "off"])
         #expect(night.status == 0, "\(night.stderr.suffix(400))")
+        try await ServeRetentionCLITests.upload(ServeRetentionCLITests.m1, world.env)
         let rule = try await CLIRunner.run(["messages", "rules", "set", "--name", "offer", "--kind", "promotional_offer",
                                             "--message", ServeRetentionCLITests.m1, "--offer-id", "save50"], environment: world.env)
         #expect(rule.status == 0, "\(rule.stderr)")

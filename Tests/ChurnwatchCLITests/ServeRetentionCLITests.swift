@@ -38,6 +38,7 @@ struct ServeRetentionCLITests {
             let night = try await CLIRunner.run(["run", "--as-of", E2E.iso(E2E.start), "--notifications", "off",
                                                  "--status-rate", "5000", "--history-rate", "5000"], environment: env)
             guard night.status == 0 else { setup.close(); throw CLITestError("run: \(night.stderr.suffix(400))") }
+            for m in [m0, m1, m2, m3] { try await upload(m, env) }
             let rules: [[String]] = [
                 ["rules", "set", "--name", "save", "--priority", "10", "--kind", "promotional_offer", "--message", m1, "--offer-id", "save50",
                  "--segments", "will_not_renew,grace_period,billing_retry,churned_voluntary", "--holdout", "0.5"],
@@ -80,6 +81,13 @@ struct ServeRetentionCLITests {
             let data = try sim.request("POST", "/_sim/realtime/sign", body: try JSONSerialization.data(withJSONObject: body))
             return try #require(try JSONSerialization.jsonObject(with: data) as? [String: String])["signedPayload"] ?? ""
         }
+    }
+
+    /// A message uploaded to the simulator's Retention Messaging API (approved at once).
+    static func upload(_ id: String, _ env: [String: String]) async throws {
+        let r = try await CLIRunner.run(["messages", "upload", "--message", id, "--header", "Before you go",
+                                         "--body", "Stay with us: \(id.prefix(8))"], environment: env)
+        guard r.status == 0 else { throw CLITestError("messages upload \(id): \(r.stderr)") }
     }
 
     static func post(_ server: Server, _ payload: String) throws -> (status: Int?, body: String) {
@@ -191,12 +199,14 @@ struct ServeRetentionCLITests {
         #expect(huge.status == 413, "a huge body: \(huge.status ?? 0)")
     }
 
-    @Test("`messages rules set` refuses a bad rule with one line and exit 78, and changes nothing: an unknown kind or segment, a missing offer id, a message that is not a UUID, a holdout of 1")
+    @Test("`messages rules set` refuses a bad rule with one line and exit 78, and changes nothing: a message Apple does not know, an unknown kind or segment, a missing offer id, a message that is not a UUID, a holdout of 1")
     func badRules() async throws {
         let world = try await E2E.World.make(subscribers: 20, seed: 2)
         defer { world.close() }
+        try await Self.upload(Self.m1, world.env)
         let base = ["messages", "rules", "set", "--name", "r"]
         let bad: [([String], String)] = [
+            (["--kind", "message", "--message", Self.m2], "not one of this app's at Apple"),
             (["--kind", "banner", "--message", Self.m1], "--kind"),
             (["--kind", "message", "--message", Self.m1, "--segments", "angry"], "--segments"),
             (["--kind", "promotional_offer", "--message", Self.m1], "--offer-id"),

@@ -64,7 +64,8 @@ CREATE TABLE churnwatch.retention_message_requests (
 );
 CREATE INDEX retention_message_requests_subscription_idx
     ON churnwatch.retention_message_requests (original_transaction_id, signed_at);
-CREATE INDEX retention_message_requests_app_idx ON churnwatch.retention_message_requests (bundle_id, signed_at);
+-- The report's window and prune's age (400 days by default, docs/contracts.md "Retention").
+CREATE INDEX retention_message_requests_signed_idx ON churnwatch.retention_message_requests (signed_at);
 
 -- The view is logged as an event. NOT VALID, then validated: the check of the rows already there
 -- does not hold the writers' lock.

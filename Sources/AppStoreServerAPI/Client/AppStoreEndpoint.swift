@@ -16,6 +16,8 @@ public enum AppStoreEndpoint: String, Hashable, Sendable, CaseIterable, Codable 
     case notificationHistory = "notifications"
     /// `PUT /inApps/v2/transactions/consumption/{transactionId}` (Send Consumption Information)
     case consumption = "consumption"
+    /// `/inApps/v1/messaging/...` (the Retention Messaging API's management calls)
+    case messaging = "messaging"
 }
 
 /// What a rate limiter budgets: one endpoint in one environment.
@@ -35,7 +37,8 @@ public struct RateLimitKey: Hashable, Sendable, CustomStringConvertible {
 ///
 /// Apple's published limits (per app, per endpoint, enforced hourly): 50/s for statuses, history,
 /// transaction info, notification history and consumption information, 10/s for refund history; sandbox gets 10 %. No limit is published for
-/// verifyReceipt; churnwatch uses the status figure.
+/// verifyReceipt; churnwatch uses the status figure. Nor for the Retention Messaging management calls, which an operator makes
+/// by hand: 10/s (1/s in Sandbox).
 public struct AppStoreRateLimits: Hashable, Sendable {
     public var production: [AppStoreEndpoint: Double]
     public var sandbox: [AppStoreEndpoint: Double]
@@ -48,9 +51,9 @@ public struct AppStoreRateLimits: Hashable, Sendable {
     /// Apple's published limits.
     public static let apple = AppStoreRateLimits(
         production: [.subscriptionStatuses: 50, .transactionHistory: 50, .transactionInfo: 50, .refundHistory: 10, .verifyReceipt: 50,
-                     .notificationHistory: 50, .consumption: 50],
+                     .notificationHistory: 50, .consumption: 50, .messaging: 10],
         sandbox: [.subscriptionStatuses: 5, .transactionHistory: 5, .transactionInfo: 5, .refundHistory: 1, .verifyReceipt: 5,
-                  .notificationHistory: 5, .consumption: 5])
+                  .notificationHistory: 5, .consumption: 5, .messaging: 1])
 
     /// Requests per second for `key` (1/s when unset).
     public func perSecond(_ key: RateLimitKey) -> Double {

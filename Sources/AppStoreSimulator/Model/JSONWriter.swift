@@ -51,6 +51,13 @@ struct JSONWriter {
         bytes.append(contentsOf: (value.map { $0 ? "true" : "false" } ?? "null").utf8)
     }
 
+    /// A finite number in its shortest form (null when nil or not finite).
+    mutating func double(_ key: String?, _ value: Double?) {
+        separator()
+        if let key { writeKey(key) }
+        bytes.append(contentsOf: (value.flatMap { $0.isFinite ? "\($0)" : nil } ?? "null").utf8)
+    }
+
     /// A date as ISO 8601 (null when nil).
     mutating func date(_ key: String?, _ ms: Int64?) { string(key, ms.map(SimTime.format)) }
 

@@ -1,9 +1,10 @@
 import Synchronization
 
 /// Every simulated subscription and its timeline, generated once from a ``PopulationConfig``.
-/// Immutable after generation except for redeemed offers (``redeemOffer(_:at:effect:)``) and
-/// answers to refund requests (``answerConsumption(_:transaction:at:info:effect:)``), which
-/// replace a timeline from a moment on, under a lock; shared freely across threads.
+/// Immutable after generation except for redeemed offers (``redeemOffer(_:at:effect:)``),
+/// answers to refund requests (``answerConsumption(_:transaction:at:info:effect:)``) and
+/// cancellations the cancel page averted (`avertCancellation`), which replace a timeline from a
+/// moment on, under a lock; shared freely across threads.
 public final class Population: Sendable {
     public let config: PopulationConfig
     public let catalog: Catalog

@@ -26,7 +26,7 @@ extension SimApp {
     // MARK: /_sim
 
     /// This app's `/_sim` endpoints (the clock and `/_sim/info` are the simulator's):
-    /// stats, truth, events, notifications, refund requests, offers.
+    /// stats, truth, events, notifications, refund requests, offers, the cancel page.
     func control(_ req: SimRequest, query q: [String: String]) -> SimResponse {
         let bad = SimResponse.badRequest
         switch (req.method, req.path) {
@@ -62,6 +62,10 @@ extension SimApp {
             return .json(200, w.bytes)
         case ("POST", "/_sim/realtime/sign"):
             return realtimeSign(req) ?? bad("POST /_sim/realtime/sign wants {\"original_transaction_id\": ID of this app, optional product_id, user_locale, request_identifier, signed_date (ISO 8601), environment, app_apple_id}")
+        case ("GET", "/_sim/retention/views"):
+            return retentionViews(q) ?? bad("from and to want ISO 8601 times")
+        case ("GET", "/_sim/retention/summary"):
+            return retentionSummary(q) ?? bad("from and to want ISO 8601 times")
         case ("GET", "/_sim/notifications"):
             return notificationsTruth(q) ?? bad("from and to want ISO 8601 times")
         default:

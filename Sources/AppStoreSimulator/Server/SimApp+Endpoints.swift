@@ -16,6 +16,7 @@ extension SimApp {
             case "refund_lookup": response = try refunds(id: id, query: req.query, env: req.environment, now: now)
             case "notification_history": response = try notificationHistory(req, now: now)
             case "consumption": response = try sendConsumption(req, id: id, now: now)
+            case "messaging": response = try messaging(req, path: id, now: now)
             default: throw AppleError(404, 4_040_000, "Not found.")
             }
         } catch {

@@ -3,7 +3,7 @@ import Synchronization
 
 /// One app the simulator serves (the JWT's `bid`): its population and what Apple keeps per app,
 /// the signed-status cache, the notification history, the payload faults, the counters of
-/// `/_sim/stats`, and its endpoints (`+Endpoints`, `+Notifications`, `+Consumption`, `+Control`).
+/// `/_sim/stats`, and its endpoints (`+Endpoints`, `+Notifications`, `+Consumption`, `+Messaging`, `+Control`).
 /// The API key, the signing chain, the clock and the options are the simulator's, shared by every
 /// app. ``SimulatorService`` authenticates, limits and hands each request to its app.
 public final class SimApp: Sendable {
@@ -20,6 +20,10 @@ public final class SimApp: Sendable {
     let notificationIndexBox = Mutex<NotificationIndex?>(nil)
     /// Delivers this app's notifications to its URL, when the simulator does (`--notification-url`).
     let delivery = Mutex<SimDelivery?>(nil)
+    /// The Retention Messaging API's configuration (images, messages, defaults, URLs, tests).
+    let messaging: SimMessaging
+    /// Decides the simulated customers' cancel-page views, when the simulator does.
+    let viewer = Mutex<CancelPageViewer?>(nil)
 
     public var bundleId: String { population.config.bundleId }
 
@@ -38,6 +42,7 @@ public final class SimApp: Sendable {
             return UInt8(Int(r.next() % UInt64(kinds.count)) + 1)
         }
         cache = SignedCache(capacity: options.cacheCapacity)
+        messaging = SimMessaging(options: options.retention)
     }
 
     /// The payload fault subscription `i` is served with, if any.

@@ -53,6 +53,9 @@ public struct SimResponse: Sendable {
     public var disposition: Disposition = .respond
     /// Wait this long before answering.
     public var delayMs = 0
+    /// When set, the answer is this one's result instead (the HTTP layer awaits it off the
+    /// event loop): `POST /_sim/clock` waits for the cancel page's views the clock passed.
+    public var deferred: (@Sendable () async -> SimResponse)?
 
     public init(status: Int, headers: [(String, String)] = [], body: [ByteBuffer] = []) {
         self.status = status

@@ -49,6 +49,8 @@ public struct SimulatorOptions: Sendable {
     /// Probability that an answer in time to a refund request turns Apple's decision the way
     /// its `refundPreference` asks (drawn once per request from the seed).
     public var consumptionAnswerEffect = 0.5
+    /// The Retention Messaging API and the cancel page's simulated views.
+    public var retention = RetentionOptions()
 
     public init() {}
 }

@@ -113,6 +113,14 @@ final class SimHTTPHandler: ChannelInboundHandler {
             let response = service.handle(request)
             let keepAlive = head.isKeepAlive
             let version = head.version
+            if let deferred = response.deferred {
+                let promise = context.eventLoop.makePromise(of: SimResponse.self)
+                promise.completeWithTask(deferred)
+                promise.futureResult.assumeIsolated().whenSuccess { answer in
+                    self.write(context: context, answer, version: version, keepAlive: keepAlive)
+                }
+                return
+            }
             switch response.disposition {
             case .drop:
                 context.close(promise: nil)

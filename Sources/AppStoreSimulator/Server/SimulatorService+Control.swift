@@ -8,13 +8,6 @@ extension SimulatorService {
     /// that `bundle_id` names (the first app by default).
     func control(_ req: SimRequest) -> SimResponse {
         let bad = SimResponse.badRequest
-        func clockBody() -> SimResponse {
-            var w = JSONWriter()
-            w.beginObject()
-            w.date("now", clock.now())
-            w.endObject()
-            return .json(200, w.bytes)
-        }
         let q = Dictionary(req.query, uniquingKeysWith: { _, last in last })
         switch (req.method, req.path) {
         case ("GET", "/_sim/clock"):
@@ -29,7 +22,15 @@ extension SimulatorService {
             } else {
                 return bad("POST /_sim/clock wants ?advance=DURATION or ?set=ISO8601")
             }
-            return clockBody()
+            guard let viewer = apps[0].viewer.withLock({ $0 }) else { return clockBody() }
+            // The answer waits until the cancel page's views up to the new moment are decided.
+            let target = clock.rawNow()
+            var r = SimResponse(status: 200)
+            r.deferred = { [self] in
+                await viewer.catchUp(to: target)
+                return clockBody()
+            }
+            return r
         case ("GET", "/_sim/info"):
             return info()
         default:
@@ -38,6 +39,15 @@ extension SimulatorService {
             case .failure(let message): return bad(message.text)
             }
         }
+    }
+
+    /// `{"now": ISO}`.
+    private func clockBody() -> SimResponse {
+        var w = JSONWriter()
+        w.beginObject()
+        w.date("now", clock.now())
+        w.endObject()
+        return .json(200, w.bytes)
     }
 
     struct SelectionError: Error {

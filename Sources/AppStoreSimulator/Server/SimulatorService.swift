@@ -99,6 +99,8 @@ public final class SimulatorService: Sendable {
         if parts.count == 6, parts[2] == "v2", parts[3] == "transactions", parts[4] == "consumption" {
             return ("consumption", parts[5])
         }
+        // ["", "inApps", "v1", "messaging", ...]: the Retention Messaging API; the id is the rest of the path.
+        if parts.count >= 5, parts[2] == "v1", parts[3] == "messaging" { return ("messaging", parts[4...].joined(separator: "/")) }
         return ("other", nil)
     }
 

@@ -1,0 +1,130 @@
+"""ops/bench serve, the cancel page: `churnwatch serve` answering Apple's Get Retention Message
+(imported by ops/bench_serve.py; the simulator, a polled database and the night are its).
+
+  setup       three messages uploaded to the simulator (approved at once), a default message (at
+              Apple for one product and locale, and churnwatch's own for every other), and rules:
+              a promotional offer for customers at risk, a switch-plan suggestion for the long
+              subscribed, a message for everyone else, each holding 10 % out.
+  answers     BENCH_RETENTION_REQUESTS (5,000) requests signed by the simulator for random
+              subscribers, posted at the performance test's concurrency (10 in flight, as Apple's
+              test does) while a nightly run polls beside: retention_answer_p50_ms, _p99_ms (from
+              the POST sent to its answer read, the client's clock), retention_fallback_share
+              (answers chosen without the database's facts, from serve's metrics), and every answer
+              a 200 with exactly one member.
+  db_down     PostgreSQL stopped, as many new requests: retention_answer_p99_ms_db_down and
+              retention_answers_valid_db_down (the share answered 200 with one member), then
+              PostgreSQL started and every answer recorded once it is back (retention_recorded_after).
+"""
+import json, os, random, re, signal, subprocess, time, urllib.request
+
+M_DEFAULT, M_OFFER, M_SWITCH, M_STAY = ("00000000-0000-4000-8000-00000000d0d0", "11111111-1111-4111-8111-111111111111",
+                                        "22222222-2222-4222-8222-222222222222", "33333333-3333-4333-8333-333333333333")
+
+
+def sim_post(sim, path, body):
+    req = urllib.request.Request(sim + path, data=json.dumps(body).encode(), method="POST", headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read())
+
+
+def churnwatch(bin_dir, env, *args):
+    r = subprocess.run([f"{bin_dir}/churnwatch", *args], env=env, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"bench_retention: churnwatch {' '.join(args[:3])} exited {r.returncode}: {r.stderr.strip()[-300:]}")
+    return r.stdout
+
+
+def setup(bin_dir, env, url):
+    e = dict(env, DATABASE_URL=url)
+    for m in (M_DEFAULT, M_OFFER, M_SWITCH, M_STAY):
+        churnwatch(bin_dir, e, "messages", "upload", "--message", m, "--header", "Before you go", "--body", f"Message {m[:8]}")
+    product = subprocess.run(["psql", "-qAtX", url, "-c", "SELECT product_id FROM churnwatch.subscriptions WHERE product_id IS NOT NULL LIMIT 1"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    churnwatch(bin_dir, e, "messages", "default", "set", "--product", product, "--locale", "en-US", "--message", M_DEFAULT)
+    churnwatch(bin_dir, e, "messages", "default", "set", "--message", M_DEFAULT)
+    churnwatch(bin_dir, e, "messages", "rules", "set", "--name", "save", "--priority", "10", "--kind", "promotional_offer",
+               "--message", M_OFFER, "--offer-id", "SAVE30", "--segments", "will_not_renew,billing_retry,grace_period", "--holdout", "0.1")
+    churnwatch(bin_dir, e, "messages", "rules", "set", "--name", "loyal", "--priority", "20", "--kind", "alternate_product",
+               "--message", M_SWITCH, "--alternate-product", product, "--min-tenure-days", "180", "--holdout", "0.1")
+    churnwatch(bin_dir, e, "messages", "rules", "set", "--name", "everyone", "--priority", "100", "--kind", "message",
+               "--message", M_STAY, "--holdout", "0.1")
+
+
+def signed(sim, url, n, seed, path):
+    ids = [r for (r,) in [line.split("|") for line in subprocess.run(
+        ["psql", "-qAtX", url, "-c", "SELECT original_transaction_id || '|' FROM churnwatch.subscriptions WHERE product_id IS NOT NULL"],
+        capture_output=True, text=True, check=True).stdout.split() if line]]
+    rng = random.Random(seed)
+    locales = ["en-US"] * 7 + ["en-GB", "de-DE", "fr-FR"]
+    with open(path, "w") as f:
+        for _ in range(n):
+            body = {"original_transaction_id": rng.choice(ids), "user_locale": rng.choice(locales)}
+            f.write(sim_post(sim, "/_sim/realtime/sign", body)["signedPayload"] + "\n")
+
+
+def load(bin_dir, env, port, path):
+    out = subprocess.run([f"{bin_dir}/churnwatch-bench", "serve-load", f"http://127.0.0.1:{port}/apple/retention-message", path,
+                          "--concurrency", "10", "--bodies", f"{path}.answers"], capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise SystemExit(f"serve-load failed: {out.stderr}")
+    result = dict(line.split("=", 1) for line in out.stdout.split())
+    valid = 0
+    for line in open(f"{path}.answers"):
+        status, _, body = line.rstrip("\n").partition(" ")
+        try:
+            answer = json.loads(body) if status == "200" else {}
+        except ValueError:
+            answer = {}
+        members = [k for k in ("message", "alternateProduct", "promotionalOffer") if k in answer]
+        valid += status == "200" and len(answers_one(answer, members)) == 1
+    return result, valid
+
+
+def answers_one(answer, members):
+    return [m for m in members if isinstance(answer[m], dict) and answer[m].get("messageIdentifier")]
+
+
+def metric(port, name):
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return sum(float(m.group(1)) for m in re.finditer(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
+
+
+def run(bin_dir, work, port, env, url, night, pg, start_serve):
+    sim = env["APPSTORE_BASE_URL"]
+    n = int(os.environ.get("BENCH_RETENTION_REQUESTS", "5000"))
+    setup(bin_dir, env, url)
+    signed(sim, url, n, 11, f"{work}/retention_a.jsonl")
+    signed(sim, url, n, 12, f"{work}/retention_b.jsonl")
+    serve = start_serve(url, ["--retention-max-skew", "off"])
+    beside = subprocess.Popen([f"{bin_dir}/churnwatch", "run", "--as-of", night, "--notifications", "off", "--log-format", "json"],
+                              env=dict(env, DATABASE_URL=url), stdout=subprocess.DEVNULL, stderr=open(f"{work}/retention_run.log", "w"))
+    time.sleep(2)  # the run's planning done, its polling under way: the load goes beside it
+    result, valid = load(bin_dir, env, port, f"{work}/retention_a.jsonl")
+    running = beside.poll() is None
+    answers, without = metric(port, "churnwatch_serve_retention_answers_total"), metric(port, "churnwatch_serve_retention_without_facts_total")
+    print(f"retention_requests={result['load_requests']}")
+    print(f"retention_nightly_run_beside_throughout={1 if running else 0}")
+    print(f"retention_answer_p50_ms={result['load_answer_p50_ms']}")
+    print(f"retention_answer_p99_ms={result['load_answer_p99_ms']}")
+    print(f"retention_answers_valid={valid / max(int(result['load_requests']), 1):.4f}")
+    print(f"retention_fallback_share={without / max(answers, 1):.4f}")
+    beside.wait()
+    subprocess.run([pg, "stop"], capture_output=True)
+    result, valid = load(bin_dir, env, port, f"{work}/retention_b.jsonl")
+    print(f"retention_answer_p50_ms_db_down={result['load_answer_p50_ms']}")
+    print(f"retention_answer_p99_ms_db_down={result['load_answer_p99_ms']}")
+    print(f"retention_answers_valid_db_down={valid / max(int(result['load_requests']), 1):.4f}")
+    subprocess.run([pg, "start"], capture_output=True)
+    deadline, recorded = time.time() + 120, 0
+    while time.time() < deadline:
+        try:
+            recorded = int(subprocess.run(["psql", "-qAtX", url, "-c", "SELECT count(*) FROM churnwatch.retention_message_requests"],
+                                          capture_output=True, text=True, check=True).stdout.strip())
+        except (subprocess.CalledProcessError, ValueError):
+            recorded = 0
+        if recorded >= 2 * n:
+            break
+        time.sleep(0.5)
+    print(f"retention_recorded_after={recorded} of {2 * n}")
+    serve.send_signal(signal.SIGTERM)
+    serve.wait()
