@@ -51,9 +51,8 @@ def setup(bin_dir, env, url):
 
 
 def signed(sim, url, n, seed, path):
-    ids = [r for (r,) in [line.split("|") for line in subprocess.run(
-        ["psql", "-qAtX", url, "-c", "SELECT original_transaction_id || '|' FROM churnwatch.subscriptions WHERE product_id IS NOT NULL"],
-        capture_output=True, text=True, check=True).stdout.split() if line]]
+    ids = subprocess.run(["psql", "-qAtX", url, "-c", "SELECT original_transaction_id FROM churnwatch.subscriptions WHERE product_id IS NOT NULL"],
+                         capture_output=True, text=True, check=True).stdout.split()
     rng = random.Random(seed)
     locales = ["en-US"] * 7 + ["en-GB", "de-DE", "fr-FR"]
     with open(path, "w") as f:

@@ -37,6 +37,13 @@ public final class RetentionAnswerer: Sendable {
         recorder = RetentionRecorder(metrics: metrics)
     }
 
+    /// At shutdown: waits (at most `grace`) until every answered request is recorded; false when
+    /// some were not (the database down).
+    public func flush(within grace: Duration) async -> Bool {
+        let recorder = self.recorder
+        return await within(grace) { await recorder.idle() } != nil
+    }
+
     struct Body: Decodable {
         var signedPayload: String
     }
@@ -72,14 +79,13 @@ public final class RetentionAnswerer: Sendable {
             return refuse("verification", 403, "the request's requestIdentifier is not a UUID")
         }
         if let earlier = recent.get(requestId) { return earlier }
-        let deadline = started + settings.budget
         let lookup = await self.lookup(door, request, requestId, until: started + settings.budget * 0.4)
         if let lookup, lookup.seenBefore {
             let response = Self.response(lookup.earlierAnswer)
             recent.put(requestId, response)
             return response
         }
-        return await choose(door, request, requestId, signedAt: signedAt, lookup: lookup, deadline: deadline)
+        return choose(door, request, requestId, signedAt: signedAt, lookup: lookup)
     }
 
     /// What the database knows, within the time left; nil when it did not answer (or is known down).
@@ -98,7 +104,7 @@ public final class RetentionAnswerer: Sendable {
     }
 
     private func choose(_ door: RetentionDoor, _ request: DecodedRealtimeRequestBody, _ id: UUID, signedAt: Date,
-                        lookup: RetentionLookup?, deadline: ContinuousClock.Instant) async -> ServeResponse {
+                        lookup: RetentionLookup?) -> ServeResponse {
         let facts = RetentionFacts(
             productId: request.productId, userLocale: request.userLocale, subscriptionGroupId: lookup?.subscriptionGroupId,
             segment: lookup?.segment,
@@ -116,13 +122,9 @@ public final class RetentionAnswerer: Sendable {
             userLocale: request.userLocale, environment: request.rawEnvironment, signedAt: signedAt, arm: choice.arm,
             ruleName: choice.rule?.name, ruleKind: choice.rule?.kind, answerKind: kind, messageId: body?.messageIdentifier, segment: facts.segment,
             tenureDays: facts.tenureDays, periodEndsAt: lookup?.periodEndsAt, factsKnown: lookup != nil, answer: text)
-        let recorder = self.recorder, store = door.store
-        if lookup != nil {
-            // Recorded before the answer when the database keeps up; else the answer goes first.
-            _ = await within(deadline - .now) { await recorder.record(record, in: store) }
-        } else {
-            Task { await recorder.record(record, in: store) }
-        }
+        // The answer does not wait for its record (Apple waits for the answer, not for our
+        // bookkeeping): it is committed moments later with the others (group commit).
+        recorder.submit(record, in: door.store)
         let response = Self.response(text)
         recent.put(id, response)
         return response

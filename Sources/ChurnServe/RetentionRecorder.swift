@@ -2,22 +2,21 @@ import ChurnStore
 import Foundation
 import Synchronization
 
-/// Writes the cancel page's answered requests, several to one statement (group commit), and
-/// keeps those the database could not take (down or slow) to write them when it returns: an
-/// answer never waits past its budget for its record, and a record is not dropped unless
+/// Writes the cancel page's answered requests after their answers, several to one statement
+/// (group commit), and keeps those the database could not take (down or slow) to write them
+/// when it returns: an answer never waits for its record, and a record is not dropped unless
 /// `maxQueued` wait already (then the newest is, and counted).
 final class RetentionRecorder: Sendable {
-    typealias Waiter = CheckedContinuation<Void, Never>
-
     private struct Item {
         var store: ChurnStore
         var record: RetentionRequestRecord
-        var waiter: Waiter?
     }
 
     private struct State {
         var queued: [Item] = []
         var writing = false
+        /// Those waiting for every queued record to be written (shutdown).
+        var idleWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     private let state = Mutex(State())
@@ -29,33 +28,46 @@ final class RetentionRecorder: Sendable {
         (self.metrics, self.maxQueued, self.retryEvery) = (metrics, maxQueued, retryEvery)
     }
 
-    /// Queues one record; returns once it is committed (the caller bounds the wait).
-    func record(_ record: RetentionRequestRecord, in store: ChurnStore) async {
-        await withCheckedContinuation { (waiter: Waiter) in
-            // Only the writer takes from the front; past the bound the newest is dropped.
-            let (start, full) = state.withLock { s -> (Bool, Bool) in
-                guard s.queued.count < maxQueued else { return (false, true) }
-                s.queued.append(Item(store: store, record: record, waiter: waiter))
-                defer { s.writing = true }
-                return (!s.writing, false)
+    /// Queues one record, to be committed with those around it; returns at once.
+    func submit(_ record: RetentionRequestRecord, in store: ChurnStore) {
+        let item = Item(store: store, record: record)
+        // Only the writer takes from the front; past the bound the newest is dropped.
+        let (start, full) = state.withLock { s -> (Bool, Bool) in
+            guard s.queued.count < maxQueued else { return (false, true) }
+            s.queued.append(item)
+            defer { s.writing = true }
+            return (!s.writing, false)
+        }
+        if full { metrics.recordDropped() }
+        if start { Task { await self.write() } }
+    }
+
+    /// Returns once nothing is queued (at shutdown; the caller bounds the wait).
+    func idle() async {
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { s -> Bool in
+                guard s.writing || !s.queued.isEmpty else { return true }
+                s.idleWaiters.append(waiter)
+                return false
             }
-            if full {
-                metrics.recordDropped()
-                waiter.resume()
-            }
-            if start { Task { await self.write() } }
+            if now { waiter.resume() }
         }
     }
 
     /// Writes what is queued until nothing is; a failed batch stays queued and is tried again.
     private func write() async {
         while true {
-            let batch = state.withLock { s -> [Item] in
+            let (batch, idle) = state.withLock { s -> ([Item], [CheckedContinuation<Void, Never>]) in
                 let batch = Array(s.queued.prefix(500))
-                if batch.isEmpty { s.writing = false }
-                return batch
+                guard batch.isEmpty else { return (batch, []) }
+                s.writing = false
+                defer { s.idleWaiters = [] }
+                return (batch, s.idleWaiters)
             }
-            guard !batch.isEmpty else { return }
+            guard !batch.isEmpty else {
+                for waiter in idle { waiter.resume() }
+                return
+            }
             var failed = false
             for group in Dictionary(grouping: batch, by: { $0.store.app }).values {
                 do {
@@ -73,8 +85,6 @@ final class RetentionRecorder: Sendable {
             if failed {
                 // Every record of the batch is written again (the statement skips those stored).
                 try? await Task.sleep(for: retryEvery)
-            } else {
-                for item in batch { item.waiter?.resume() }
             }
         }
     }

@@ -115,6 +115,9 @@ struct ServeCommand: AsyncParsableCommand {
             let idle = await door.drain(grace: settings.grace)
             applier.stop()
             await applying.value
+            if await !retention.flush(within: settings.grace) {
+                logger.error("serve stopped with cancel-page answers not recorded: the database did not take them within --shutdown-grace")
+            }
             guard idle else { throw CLIError.resumable("serve stopped with requests still in flight after --shutdown-grace: they were not answered 200 (Apple delivers again)") }
             FileHandle.standardError.write(Data("churnwatch serve: stopped\n".utf8))
         }

@@ -90,6 +90,16 @@ struct ServeRetentionCLITests {
         guard r.status == 0 else { throw CLITestError("messages upload \(id): \(r.stderr)") }
     }
 
+    /// Waits (bounded) until `n` requests are recorded: records follow their answers by moments.
+    static func recorded(_ db: PostgresConnection, _ n: Int, within seconds: TimeInterval = 30) async throws -> Bool {
+        let deadline = Date().addingTimeInterval(seconds)
+        while Date() < deadline {
+            if try ServeCLITests.count(db, "SELECT count(*) FROM churnwatch.retention_message_requests") == n { return true }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return false
+    }
+
     static func post(_ server: Server, _ payload: String) throws -> (status: Int?, body: String) {
         try RawHTTP.exchange(port: server.port, method: "POST", path: path, body: "{\"signedPayload\":\"\(payload)\"}")
     }
@@ -117,7 +127,7 @@ struct ServeRetentionCLITests {
         return (kind, message, member)
     }
 
-    @Test("every subscriber's request is answered by the first matching rule (segment, tenure, locale), the holdout by the default message with the same draw as the win-back queue, a promotional offer signed for the request's product; a retried request gets the same answer from either of two serve processes; each request is recorded once and logged as cancel_page_viewed; forged, another chain, another app, stale, a bad and a huge body are refused")
+    @Test("every subscriber's request is answered by the first matching rule (segment, tenure, locale), the holdout by the default message with the same draw as the win-back queue, a promotional offer signed for the request's product; a retried request gets the same answer from either of two serve processes; each request is recorded once and logged as cancel_page_viewed, those answered just before SIGTERM too; forged, another chain, another app, stale, a bad and a huge body are refused")
     func answersByTheRules() async throws {
         let setup = try await Setup.make(seed: 17)
         defer { setup.close() }
@@ -161,7 +171,7 @@ struct ServeRetentionCLITests {
             #expect(try Self.same(try Self.post(second, payload).body, body), "another process answered a retry otherwise")
         }
         let db = try setup.connect()
-        #expect(try ServeCLITests.count(db, "SELECT count(*) FROM churnwatch.retention_message_requests") == subscribers.count)
+        #expect(try await Self.recorded(db, subscribers.count), "the answers were not all recorded")
         #expect(try ServeCLITests.count(db, "SELECT count(*) FROM churnwatch.churn_events WHERE event = 'cancel_page_viewed'") == subscribers.count)
         #expect(try ServeCLITests.count(db, """
             SELECT count(*) FROM churnwatch.retention_message_requests
@@ -174,7 +184,10 @@ struct ServeRetentionCLITests {
         #expect(metrics.contains("churnwatch_serve_retention_rejected_total{reason=\"stale\"} 1"), "\(metrics.suffix(2500))")
         #expect(metrics.contains("churnwatch_serve_retention_rejected_total{reason=\"verification\"} 2"))
         #expect(metrics.contains("churnwatch_serve_retention_rejected_total{reason=\"unknown_app\"} 1"))
+        // SIGTERM right after answers: their records are written before serve exits.
+        for s in subscribers.prefix(5) { #expect(try Self.post(server, try setup.signed(s, at: now)).status == 200) }
         for s in [server, second] { #expect(try await s.stop().status == 0) }
+        #expect(try ServeCLITests.count(db, "SELECT count(*) FROM churnwatch.retention_message_requests") == subscribers.count + 5)
     }
 
     static func expectRefusals(_ server: Server, setup: Setup, subscriber s: Subscriber, now: Date) async throws {
@@ -246,14 +259,7 @@ struct ServeRetentionCLITests {
         #expect(slowest < 1.5, "an answer took \(slowest) s with the database down (budget 300 ms)")
         try setup.cluster.startAgain()
         let db = try setup.connect()
-        let deadline = Date().addingTimeInterval(30)
-        var recorded = 0
-        while Date() < deadline {
-            recorded = try ServeCLITests.count(db, "SELECT count(*) FROM churnwatch.retention_message_requests")
-            if recorded == signed.count { break }
-            try await Task.sleep(for: .milliseconds(100))
-        }
-        #expect(recorded == signed.count, "\(recorded) of \(signed.count) answers recorded after the database came back")
+        #expect(try await Self.recorded(db, signed.count), "not every answer was recorded after the database came back")
         #expect(try ServeCLITests.count(db, "SELECT count(*) FROM churnwatch.retention_message_requests WHERE facts_known") == 0)
         #expect(try await server.stop().status == 0)
     }
