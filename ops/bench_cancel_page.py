@@ -13,8 +13,9 @@ Scored, per population:
   of answer together (the treated and held-out subscribers of all rules, summed), with Newcombe's
   95 % interval computed here from the sums the command prints (the same arithmetic);
 - cancel_page_true_effect: from the simulator's views (`/_sim/retention/views`): of the
-  subscribers whose first recorded view was treated and is decided, the share with a view
-  whose answer averted their cancellation within 35 days of the first;
+  subscribers whose first recorded view was treated and whose horizon (as the command sets it)
+  passed before the end, the share with a view whose answer averted their cancellation before
+  the horizon;
 - cancel_page_holdout_shown_other: views of held-out subscribers at which the simulator showed
   anything but the default message (must be 0).
 """
@@ -80,8 +81,8 @@ def setup(bin_dir):
     churnwatch(bin_dir, "messages", "default", "set", "--message", M_DEFAULT)
     churnwatch(bin_dir, "messages", "rules", "set", "--name", "save", "--priority", "10", "--kind", "promotional_offer",
                "--message", M_OFFER, "--offer-id", "SAVE30", "--segments", "will_not_renew,billing_retry,grace_period", "--holdout", "0.5")
-    churnwatch(bin_dir, "messages", "rules", "set", "--name", "loyal", "--priority", "20", "--kind", "alternate_product",
-               "--message", M_SWITCH, "--alternate-product", product, "--min-tenure-days", "120", "--holdout", "0.5")
+    churnwatch(bin_dir, "messages", "rules", "set", "--name", "abroad", "--priority", "20", "--kind", "alternate_product",
+               "--message", M_SWITCH, "--alternate-product", product, "--locales", "de,fr,ja,es", "--holdout", "0.5")
     churnwatch(bin_dir, "messages", "rules", "set", "--name", "everyone", "--priority", "100", "--kind", "message",
                "--message", M_STAY, "--holdout", "0.5")
 
@@ -111,8 +112,11 @@ def experiment(bin_dir, sim, night0, nights, out, port):
     rows = [json.loads(l) for l in churnwatch(bin_dir, "outcomes", "--campaign", "cancel_page", "--json", "--since", iso(night0),
                                                "--as-of", iso(final)).splitlines() if l.strip()]
     views = http(sim, "GET", f"/_sim/retention/views?from={iso(night0)}&to={iso(final)}")["views"]
-    recorded = {r[0]: (r[1], r[2], r[3]) for r in sql(
-        "SELECT request_identifier::text, arm, original_transaction_id, extract(epoch FROM signed_at) FROM churnwatch.retention_message_requests")}
+    # The horizon as `outcomes --campaign cancel_page` sets it (docs/contracts.md "The cancel page").
+    recorded = {r[0]: (r[1], r[2], float(r[3])) for r in sql("""
+        SELECT request_identifier::text, arm, original_transaction_id,
+               extract(epoch FROM CASE WHEN period_ends_at > signed_at THEN period_ends_at ELSE signed_at + interval '35 days' END)
+        FROM churnwatch.retention_message_requests""")}
     json.dump({"rows": rows, "views": views, "recorded": recorded, "final": iso(final), "night0": iso(night0)}, open(out, "w"))
 
 
@@ -128,18 +132,18 @@ def figures(result):
     by_sub = {}
     for v in sorted(views, key=lambda v: v["at"]):
         by_sub.setdefault(v["original_transaction_id"], []).append(v)
-    final = dt.datetime.strptime(result["final"], "%Y-%m-%dT%H:%M:%SZ")
+    final = dt.datetime.strptime(result["final"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.timezone.utc).timestamp()
     treated = averted = 0
     for subs_views in by_sub.values():
         first = next((v for v in subs_views if arm[v["request_identifier"].lower()] in ("treated", "holdout")), None)
         if first is None or arm[first["request_identifier"].lower()] != "treated":
             continue
-        at = dt.datetime.strptime(first["at"][:19], "%Y-%m-%dT%H:%M:%S")
-        if at > final - dt.timedelta(days=36):
-            continue
+        horizon = recorded[first["request_identifier"].lower()][2]
+        if horizon > final - 86_400:
+            continue  # not decided by the end
         treated += 1
         averted += any(v["averted"] for v in subs_views
-                       if dt.datetime.strptime(v["at"][:19], "%Y-%m-%dT%H:%M:%S") <= at + dt.timedelta(days=35))
+                       if dt.datetime.strptime(v["at"][:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.timezone.utc).timestamp() <= horizon)
     return {"cancel_page_views": len(views), "cancel_page_treated_decided": t_n, "cancel_page_holdout_decided": h_n,
             "cancel_page_uplift": uplift, "cancel_page_uplift_low": low, "cancel_page_uplift_high": high,
             "cancel_page_true_effect": averted / treated if treated else float("nan"),

@@ -5,17 +5,20 @@
               Apple for one product and locale, and churnwatch's own for every other), and rules:
               a promotional offer for customers at risk, a switch-plan suggestion for the long
               subscribed, a message for everyone else, each holding 10 % out.
-  answers     BENCH_RETENTION_REQUESTS (5,000) requests signed by the simulator for random
-              subscribers, posted at the performance test's concurrency (10 in flight, as Apple's
-              test does) while a nightly run polls beside: retention_answer_p50_ms, _p99_ms (from
-              the POST sent to its answer read, the client's clock), retention_fallback_share
+  answers     BENCH_RETENTION_REQUESTS (2,000) requests signed by the simulator for random
+              subscribers, posted as a steady stream of BENCH_RETENTION_RATE (100) a second with at
+              most 10 in flight (the performance test's concurrency) while a nightly run polls
+              beside: retention_answer_p50_ms, _p99_ms (from the POST sent to its answer read, the
+              client's clock) of the requests sent while the run was still running
+              (retention_requests_beside_run of them; _p99_ms_all: every one), retention_fallback_share
               (answers chosen without the database's facts, from serve's metrics), and every answer
-              a 200 with exactly one member.
+              a 200 with exactly one member. Then as many again saturated (10 always in flight):
+              retention_saturated_answers_per_s and _answer_p99_ms.
   db_down     PostgreSQL stopped, as many new requests: retention_answer_p99_ms_db_down and
               retention_answers_valid_db_down (the share answered 200 with one member), then
               PostgreSQL started and every answer recorded once it is back (retention_recorded_after).
 """
-import json, os, random, re, signal, subprocess, time, urllib.request
+import json, os, random, re, signal, subprocess, threading, time, urllib.request
 
 M_DEFAULT, M_OFFER, M_SWITCH, M_STAY = ("00000000-0000-4000-8000-00000000d0d0", "11111111-1111-4111-8111-111111111111",
                                         "22222222-2222-4222-8222-222222222222", "33333333-3333-4333-8333-333333333333")
@@ -61,9 +64,11 @@ def signed(sim, url, n, seed, path):
             f.write(sim_post(sim, "/_sim/realtime/sign", body)["signedPayload"] + "\n")
 
 
-def load(bin_dir, env, port, path):
+def load(bin_dir, env, port, path, rate=None):
+    pace = ["--rate", str(rate)] if rate else []
     out = subprocess.run([f"{bin_dir}/churnwatch-bench", "serve-load", f"http://127.0.0.1:{port}/apple/retention-message", path,
-                          "--concurrency", "10", "--bodies", f"{path}.answers"], capture_output=True, text=True, env=env)
+                          "--concurrency", "10", "--bodies", f"{path}.answers", "--out", f"{path}.times", *pace],
+                         capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise SystemExit(f"serve-load failed: {out.stderr}")
     result = dict(line.split("=", 1) for line in out.stdout.split())
@@ -79,6 +84,16 @@ def load(bin_dir, env, port, path):
     return result, valid
 
 
+def beside_only(path, ended_ms):
+    """Answer times (ms) of the requests sent while the nightly run was still running."""
+    times = []
+    for line in open(f"{path}.times"):
+        _, sent, status, ms = line.split()
+        if float(sent) < ended_ms:
+            times.append(float(ms))
+    return sorted(times)
+
+
 def answers_one(answer, members):
     return [m for m in members if isinstance(answer[m], dict) and answer[m].get("messageIdentifier")]
 
@@ -90,24 +105,37 @@ def metric(port, name):
 
 def run(bin_dir, work, port, env, url, night, pg, start_serve):
     sim = env["APPSTORE_BASE_URL"]
-    n = int(os.environ.get("BENCH_RETENTION_REQUESTS", "5000"))
+    n = int(os.environ.get("BENCH_RETENTION_REQUESTS", "2000"))
     setup(bin_dir, env, url)
     signed(sim, url, n, 11, f"{work}/retention_a.jsonl")
     signed(sim, url, n, 12, f"{work}/retention_b.jsonl")
+    signed(sim, url, n, 13, f"{work}/retention_c.jsonl")
+    rate = float(os.environ.get("BENCH_RETENTION_RATE", "100"))
     serve = start_serve(url, ["--retention-max-skew", "off"])
     beside = subprocess.Popen([f"{bin_dir}/churnwatch", "run", "--as-of", night, "--notifications", "off", "--log-format", "json"],
                               env=dict(env, DATABASE_URL=url), stdout=subprocess.DEVNULL, stderr=open(f"{work}/retention_run.log", "w"))
+    ended = {}
+    watcher = threading.Thread(target=lambda: (beside.wait(), ended.setdefault("ms", time.time() * 1000)))
+    watcher.start()
     time.sleep(2)  # the run's planning done, its polling under way: the load goes beside it
-    result, valid = load(bin_dir, env, port, f"{work}/retention_a.jsonl")
-    running = beside.poll() is None
+    # A steady stream at BENCH_RETENTION_RATE/s, at most 10 in flight (Apple's performance test
+    # sends 200 in a minute, 10 at a time): each answer's time is its own, not a queue's.
+    result, valid = load(bin_dir, env, port, f"{work}/retention_a.jsonl", rate)
     answers, without = metric(port, "churnwatch_serve_retention_answers_total"), metric(port, "churnwatch_serve_retention_without_facts_total")
+    # Saturated: 10 always in flight, as fast as serve answers, the run still beside when it is.
+    saturated, _ = load(bin_dir, env, port, f"{work}/retention_c.jsonl")
+    watcher.join()
+    beside_times = beside_only(f"{work}/retention_a.jsonl", ended["ms"])
     print(f"retention_requests={result['load_requests']}")
-    print(f"retention_nightly_run_beside_throughout={1 if running else 0}")
-    print(f"retention_answer_p50_ms={result['load_answer_p50_ms']}")
-    print(f"retention_answer_p99_ms={result['load_answer_p99_ms']}")
+    print(f"retention_rate_per_s={rate:.0f}")
+    print(f"retention_requests_beside_run={len(beside_times)}")
+    print(f"retention_answer_p50_ms={beside_times[len(beside_times) // 2] if beside_times else float('nan'):.1f}")
+    print(f"retention_answer_p99_ms={beside_times[min(len(beside_times) - 1, len(beside_times) * 99 // 100)] if beside_times else float('nan'):.1f}")
+    print(f"retention_answer_p99_ms_all={result['load_answer_p99_ms']}")
     print(f"retention_answers_valid={valid / max(int(result['load_requests']), 1):.4f}")
     print(f"retention_fallback_share={without / max(answers, 1):.4f}")
-    beside.wait()
+    print(f"retention_saturated_answers_per_s={saturated['load_requests_per_s']}")
+    print(f"retention_saturated_answer_p99_ms={saturated['load_answer_p99_ms']}")
     subprocess.run([pg, "stop"], capture_output=True)
     result, valid = load(bin_dir, env, port, f"{work}/retention_b.jsonl")
     print(f"retention_answer_p50_ms_db_down={result['load_answer_p50_ms']}")
@@ -121,9 +149,9 @@ def run(bin_dir, work, port, env, url, night, pg, start_serve):
                                           capture_output=True, text=True, check=True).stdout.strip())
         except (subprocess.CalledProcessError, ValueError):
             recorded = 0
-        if recorded >= 2 * n:
+        if recorded >= 3 * n:
             break
         time.sleep(0.5)
-    print(f"retention_recorded_after={recorded} of {2 * n}")
+    print(f"retention_recorded_after={recorded} of {3 * n}")
     serve.send_signal(signal.SIGTERM)
     serve.wait()

@@ -51,7 +51,7 @@ enum CancelPagePanel {
         }
         return """
             <h3>Outcomes</h3>\(table.html)<p class="meta">Saved: the subscription renewed past the period it was in at the view \
-            (at most 35 days on); each subscriber's first view a rule matched. Uplift as in the win-back outcomes.</p>
+            (35 days on when that period had ended); each subscriber's first view a rule matched. Uplift as in the win-back outcomes.</p>
             """
     }
 }

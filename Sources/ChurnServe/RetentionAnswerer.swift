@@ -85,6 +85,10 @@ public final class RetentionAnswerer: Sendable {
             recent.put(requestId, response)
             return response
         }
+        if let lookup, !door.isCurrent(lookup.rulesVersion) {
+            // The rules changed since they were read: read them now, within the budget left.
+            _ = await within(started + settings.budget * 0.7 - .now) { try await door.load() }
+        }
         return choose(door, request, requestId, signedAt: signedAt, lookup: lookup)
     }
 
@@ -97,8 +101,14 @@ public final class RetentionAnswerer: Sendable {
         case .success(let found)?:
             breaker.succeeded()
             return found
-        default:
+        case .failure?:
+            // Down (refused, lost): the next second's requests answer without asking.
             breaker.failed()
+            return nil
+        case nil:
+            // Slow, not down: this answer goes without the facts, the next asks again (a probe
+            // that was slow keeps the breaker open for another second).
+            breaker.slow()
             return nil
         }
     }

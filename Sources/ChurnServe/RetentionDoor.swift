@@ -8,7 +8,8 @@ import Synchronization
 
 /// One app's cancel page in `serve`: how its requests are verified, its store, its offer signer,
 /// and its rules and defaults cached in memory (so that an answer needs no database: when it is
-/// slow or down, the cached rules still choose).
+/// slow or down, the cached rules still choose). Each request's lookup also reads the rules'
+/// version; a change (`messages rules set`, ...) is read before that request is answered.
 public final class RetentionDoor: Sendable {
     public let client: AppStoreServerAPIClient
     public let store: ChurnStore
@@ -20,6 +21,7 @@ public final class RetentionDoor: Sendable {
     private struct Cache {
         var rules: [RetentionRule] = []
         var defaults: [RetentionDefault] = []
+        var version: String?
         var readAt: ContinuousClock.Instant?
         var reading = false
     }
@@ -32,9 +34,12 @@ public final class RetentionDoor: Sendable {
 
     /// Reads the rules now (at start, so that the first answer has them).
     public func load() async throws {
-        let (rules, defaults) = try await store.retentionRules()
-        cache.withLock { $0 = Cache(rules: rules, defaults: defaults, readAt: .now, reading: false) }
+        let (rules, defaults, version) = try await store.retentionRulesVersioned()
+        cache.withLock { $0 = Cache(rules: rules, defaults: defaults, version: version, readAt: .now, reading: false) }
     }
+
+    /// Whether the rules cached are those of `version` (what the request's lookup saw).
+    func isCurrent(_ version: String) -> Bool { cache.withLock { $0.version == version } }
 
     /// The rules as cached; a read of fresh ones starts in the background when they are older
     /// than `refreshEvery` (the answer never waits for it).

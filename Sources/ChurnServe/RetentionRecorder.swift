@@ -113,4 +113,6 @@ final class DatabaseBreaker: Sendable {
 
     func succeeded() { state.withLock { $0 = State() } }
     func failed() { state.withLock { $0 = State(failedAt: .now, probing: false) } }
+    /// A call that did not answer in time: opens nothing, but a probe's slowness counts as a failure.
+    func slow() { state.withLock { if $0.failedAt != nil { $0 = State(failedAt: .now, probing: false) } } }
 }

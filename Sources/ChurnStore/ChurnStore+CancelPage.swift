@@ -6,9 +6,10 @@ extension ChurnStore {
     /// The cancel page's outcomes (`churnwatch outcomes --campaign cancel_page`), one line per
     /// kind of answer the matched rules give: each subscriber's first view since `since` that a
     /// rule matched, treated (shown the rule's answer) against held out (shown the default).
-    /// The horizon is the end of the period the subscriber was in at the view (the next renewal),
-    /// at most 35 days after it. Saved: the subscription's period now ends after the horizon (it
-    /// renewed). Lost: not saved, and polled after the horizon. Else not decided yet.
+    /// The horizon is the end of the period the subscriber was in at the view (the next renewal;
+    /// 35 days after the view when that period had ended or is not known). Saved: the
+    /// subscription's period now ends after the horizon (it renewed). Lost: not saved, and polled
+    /// after the horizon. Else not decided yet.
     public func cancelPageOutcomes(since: Date?, asOf: Date) async throws -> [OutcomeSummary] {
         try await pool.withConnection { db in try Self.cancelPageOutcomes(db, app: app, since: since, asOf: asOf) }
     }
@@ -17,7 +18,7 @@ extension ChurnStore {
         let views: PostgresQuery = """
             WITH first AS (
                 SELECT DISTINCT ON (r.original_transaction_id) r.original_transaction_id, r.arm, r.rule_kind, r.signed_at,
-                       least(coalesce(r.period_ends_at, r.signed_at + interval '35 days'), r.signed_at + interval '35 days') AS horizon
+                       CASE WHEN r.period_ends_at > r.signed_at THEN r.period_ends_at ELSE r.signed_at + interval '35 days' END AS horizon
                 FROM churnwatch.retention_message_requests r
                 WHERE r.bundle_id = \(app) AND r.arm IN ('treated', 'holdout') AND r.rule_kind IS NOT NULL
                   AND (\(since)::timestamptz IS NULL OR r.signed_at >= \(since)::timestamptz) AND r.signed_at <= \(asOf)

@@ -47,12 +47,26 @@ public struct RetentionLookup: Sendable, Equatable {
     /// The body answered before to this `requestIdentifier` (nil: not seen, or answered none).
     public var earlierAnswer: String?
     public var seenBefore: Bool
+    /// Changes whenever the app's rules or defaults do (set, replaced or removed).
+    public var rulesVersion: String
 }
 
 extension ChurnStore {
-    /// The rules and defaults of this app, as `serve` caches them.
+    /// The rules and defaults of this app, as `serve` caches them, with their version (as
+    /// `retentionLookup` gives it).
     public func retentionRules() async throws -> (rules: [RetentionRule], defaults: [RetentionDefault]) {
-        try await pool.withConnection { db in
+        let (rules, defaults, _) = try await retentionRulesVersioned()
+        return (rules, defaults)
+    }
+
+    public func retentionRulesVersioned() async throws -> (rules: [RetentionRule], defaults: [RetentionDefault], version: String) {
+        try await pool.withTransaction { db in
+            try db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            let version = try db.query("""
+                SELECT (SELECT count(*) || ':' || coalesce(max(updated_at)::text, '') FROM churnwatch.retention_rules WHERE bundle_id = \(app))
+                       || '/' || (SELECT count(*) || ':' || coalesce(max(updated_at)::text, '')
+                                  FROM churnwatch.retention_defaults WHERE bundle_id = \(app)) AS v
+                """)[0].decode(String.self, "v")
             let rules = try db.query("""
                 SELECT name, priority, product_id, subscription_group_id, segments, min_tenure_days, max_tenure_days, locales,
                        kind, message_id::text AS message_id, alternate_product_id, billing_plan_type, offer_id, holdout
@@ -79,7 +93,7 @@ extension ChurnStore {
                 let p = try row.decode(String.self, "product_id"), l = try row.decode(String.self, "locale")
                 return RetentionDefault(productId: p.isEmpty ? nil : p, locale: l.isEmpty ? nil : l, messageId: try row.decode(String.self, "message_id"))
             }
-            return (rules, defaults)
+            return (rules, defaults, version)
         }
     }
 
@@ -135,7 +149,10 @@ extension ChurnStore {
         try await pool.withConnection { db in
             let row = try db.query("""
                 SELECT s.subscription_group_id, g.segment, (s.snapshot->>'original_purchase_date_ms')::bigint AS opd, s.expires_at,
-                       r.request_identifier IS NOT NULL AS seen, r.answer::text AS answer
+                       r.request_identifier IS NOT NULL AS seen, r.answer::text AS answer,
+                       (SELECT count(*) || ':' || coalesce(max(updated_at)::text, '') FROM churnwatch.retention_rules WHERE bundle_id = \(app))
+                       || '/' || (SELECT count(*) || ':' || coalesce(max(updated_at)::text, '')
+                                  FROM churnwatch.retention_defaults WHERE bundle_id = \(app)) AS rules_version
                 FROM (SELECT 1) AS one
                 LEFT JOIN churnwatch.subscriptions s ON s.original_transaction_id = \(originalTransactionId) AND s.bundle_id = \(app)
                 LEFT JOIN churnwatch.subscription_segments g ON g.original_transaction_id = s.original_transaction_id
@@ -146,7 +163,8 @@ extension ChurnStore {
                 segment: try row.decode(String?.self, "segment").flatMap(Segment.init(rawValue:)),
                 originalPurchase: try row.decode(Int64?.self, "opd").map { Date(timeIntervalSince1970: Double($0) / 1000) },
                 periodEndsAt: try row.decode(Date?.self, "expires_at"),
-                earlierAnswer: try row.decode(String?.self, "answer"), seenBefore: try row.decode(Bool.self, "seen"))
+                earlierAnswer: try row.decode(String?.self, "answer"), seenBefore: try row.decode(Bool.self, "seen"),
+                rulesVersion: try row.decode(String.self, "rules_version"))
         }
     }
 

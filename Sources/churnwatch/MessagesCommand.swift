@@ -10,8 +10,8 @@ struct MessagesCommand: AsyncParsableCommand {
         discussion: """
             Rules are tried by priority (then name); the first that matches the request (product, subscription group, \
             segment, tenure, locale) answers with its message, switch-plan suggestion or promotional offer; a share \
-            (--holdout, drawn once per subscriber) gets the default message instead. `serve` reads the rules again within \
-            5 seconds of a change. See docs/contracts.md "Cancel page".
+            (--holdout, drawn once per subscriber) gets the default message instead. `serve` uses a change from its next \
+            request on. See docs/contracts.md "The cancel page".
 
             upload, upload-image, list, delete, url and performance-test call Apple's Retention Messaging API with the \
             app's key, as every other Apple call; a rule or a per-product default must name a message Apple APPROVED.

@@ -26,7 +26,7 @@ struct OutcomesCommand: AsyncParsableCommand {
             --campaign cancel_page: the cancel page instead (docs/contracts.md "Cancel page"): one line per kind of answer \
             (answer_kind: message, alternate_product, promotional_offer), over each subscriber's first view a rule matched; \
             entries are the treated subscribers, saved those whose subscription renewed past the period they were in at the \
-            view (at most 35 days on), the holdout those the rule's share held out (shown the default message).
+            view (35 days on when that period had ended), the holdout those the rule's share held out (shown the default message).
 
             Exit codes: 0; 78 a bad value; 64 a malformed command line; 69 database unreachable.
             """

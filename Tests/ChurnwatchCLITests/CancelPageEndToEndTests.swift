@@ -42,6 +42,7 @@ struct CancelPageEndToEndTests {
             #expect(r.status == 0, "messages \(args[0...1]): \(r.stderr)")
         }
         let server = try await ServeCLITests.Server.start(world.env, extra: ["--retention-max-skew", "off"])
+        defer { server.kill() }
         let url = "http://127.0.0.1:\(server.port)\(R.path)"
         let early = try await CLIRunner.run(["messages", "url", "set", "--url", url], environment: world.env)
         #expect(early.status == 65 && early.stderr.contains("4030026"), "the Production URL before a passed test: \(early.stderr)")

@@ -36,6 +36,7 @@ struct RetentionInteropTests {
         var env = world.env
         env["APPSTORE_ROOT_CERTS"] = dir.appendingPathComponent("root.pem").path
         let server = try await ServeCLITests.Server.start(env)
+        defer { server.kill() }
         let subscriptions = try world.connect().query("""
             SELECT original_transaction_id || ':' || product_id AS s FROM churnwatch.subscriptions
             WHERE product_id IS NOT NULL AND environment = 'Production' ORDER BY 1 LIMIT 12

@@ -39,6 +39,11 @@ struct ServeCLITests {
             process.signal(SIGTERM)
             return try await process.wait()
         }
+
+        /// For `defer`: a test that failed before `stop()` leaves no serve behind.
+        func kill() {
+            if process.process.isRunning { process.signal(SIGKILL) }
+        }
     }
 
     static func count(_ db: PostgresConnection, _ sql: PostgresQuery) throws -> Int { try Feed.count(db, sql) }

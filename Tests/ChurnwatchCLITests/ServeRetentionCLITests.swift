@@ -75,12 +75,18 @@ struct ServeRetentionCLITests {
 
         /// A request signed by the simulator's chain.
         func signed(_ s: Subscriber, at: Date, locale: String = "en-US", request: String = UUID().uuidString, appAppleId: Int64? = nil) throws -> String {
-            var body: [String: Any] = ["original_transaction_id": s.otid, "product_id": s.product, "user_locale": locale,
-                                       "request_identifier": request, "signed_date": E2E.iso(at)]
-            if let appAppleId { body["app_apple_id"] = appAppleId }
-            let data = try sim.request("POST", "/_sim/realtime/sign", body: try JSONSerialization.data(withJSONObject: body))
-            return try #require(try JSONSerialization.jsonObject(with: data) as? [String: String])["signedPayload"] ?? ""
+            try ServeRetentionCLITests.signed(sim, s, at: at, locale: locale, request: request, appAppleId: appAppleId)
         }
+    }
+
+    /// A request signed by `sim`'s chain.
+    static func signed(_ sim: SimulatorProcess, _ s: Subscriber, at: Date, locale: String = "en-US", request: String = UUID().uuidString,
+                       appAppleId: Int64? = nil) throws -> String {
+        var body: [String: Any] = ["original_transaction_id": s.otid, "product_id": s.product, "user_locale": locale,
+                                   "request_identifier": request, "signed_date": E2E.iso(at)]
+        if let appAppleId { body["app_apple_id"] = appAppleId }
+        let data = try sim.request("POST", "/_sim/realtime/sign", body: try JSONSerialization.data(withJSONObject: body))
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: String])["signedPayload"] ?? ""
     }
 
     /// A message uploaded to the simulator's Retention Messaging API (approved at once).
@@ -141,7 +147,9 @@ struct ServeRetentionCLITests {
                                             environment: setup.env)
         #expect(loyal.status == 0, "\(loyal.stderr)")
         let server = try await Server.start(setup.env)
+        defer { server.kill() }
         let second = try await Server.start(setup.env)
+        defer { second.kill() }
         var seen: [String: Int] = [:]
         var payloads: [(String, String)] = []
         for (i, s) in subscribers.enumerated() {
@@ -236,11 +244,34 @@ struct ServeRetentionCLITests {
         #expect(listed.status == 0 && listed.stdout.contains("no rules"), "\(listed)")
     }
 
+    @Test("a rule set or removed while serve runs is used from the next request on, without a restart")
+    func rulesReadAgain() async throws {
+        let world = try await E2E.World.make(subscribers: 40, seed: 5)
+        defer { world.close() }
+        #expect(try await world.night(E2E.start, extra: ["--notifications", "off"]).status == 0)
+        let server = try await Server.start(world.env)
+        defer { server.kill() }
+        let otid = try world.connect().query("SELECT original_transaction_id, product_id FROM churnwatch.subscriptions WHERE product_id IS NOT NULL LIMIT 1")[0]
+        let s = Subscriber(otid: try otid.decode(String.self, at: 0), product: try otid.decode(String.self, at: 1), segment: nil, tenureDays: nil, draw: 0)
+        #expect(try Self.post(server, try Self.signed(world.sim, s, at: Date())).status == 204, "no rule and no default yet")
+        try await Self.upload(Self.m3, world.env)
+        let set = try await CLIRunner.run(["messages", "rules", "set", "--name", "everyone", "--kind", "message", "--message", Self.m3], environment: world.env)
+        #expect(set.status == 0, "\(set.stderr)")
+        // The very next request: its lookup sees the rules' new version and reads them first.
+        let answer = try Self.post(server, try Self.signed(world.sim, s, at: Date()))
+        #expect(answer.status == 200 && answer.body.contains(Self.m3), "the new rule was not used: \(answer)")
+        let removed = try await CLIRunner.run(["messages", "rules", "remove", "--name", "everyone"], environment: world.env)
+        #expect(removed.status == 0 && removed.stdout.contains("removed 1"))
+        #expect(try Self.post(server, try Self.signed(world.sim, s, at: Date())).status == 204, "a removed rule was still used")
+        #expect(try await server.stop().status == 0)
+    }
+
     @Test("the database stopped: every request is still answered, within the budget, by the cached rules that need no database (product, locale) or the default; the answers are recorded once it is back")
     func databaseDown() async throws {
         let setup = try await Setup.make(seed: 23)
         defer { setup.close() }
         let server = try await Server.start(setup.env, extra: ["--answer-within", "300ms"])
+        defer { server.kill() }
         let now = Date(timeIntervalSince1970: Date().timeIntervalSince1970.rounded(.down))
         let subscribers = Array(try setup.subscribers(at: now).prefix(60))
         let signed = try subscribers.enumerated().map { (i, s) in (s, i % 5 == 0 ? "de-DE" : "en-GB", try setup.signed(s, at: now, locale: i % 5 == 0 ? "de-DE" : "en-GB")) }
