@@ -1,6 +1,6 @@
 import Foundation
 
-/// What a cancel-page rule answers (docs/contracts.md "Cancel page"). Raw values are the
+/// What a cancel-page rule answers (docs/contracts.md "The cancel page"). Raw values are the
 /// contract written to `churnwatch.retention_rules.kind` and `retention_message_requests.answer_kind`.
 public enum RetentionAnswerKind: String, Sendable, Codable, CaseIterable {
     /// A message (header, body, bullet points, image) the App Store shows.

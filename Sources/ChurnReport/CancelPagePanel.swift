@@ -2,7 +2,7 @@ import ChurnModel
 
 /// Panel 9: the cancel page (`churnwatch serve`'s answers to Apple's Get Retention Message):
 /// views in the window by arm and what was shown, and what the rules' answers saved against the
-/// holdout (docs/contracts.md "Cancel page").
+/// holdout (docs/contracts.md "The cancel page").
 enum CancelPagePanel {
     static let shownOrder = ["message", "alternate_product", "promotional_offer", "default", "none"]
     /// Colour-blind-safe (Tol's muted), the default messages grey.

@@ -8,7 +8,7 @@ import Synchronization
 
 /// `POST /apple/retention-message`: Apple's Get Retention Message request, the moment a customer
 /// opens the subscription's page where Cancel is. Verified, then answered within `budget` with
-/// what the rules choose (docs/contracts.md "Cancel page"), from what the database knows of the
+/// what the rules choose (docs/contracts.md "The cancel page"), from what the database knows of the
 /// subscriber when it answers in time and from the cached rules alone when not; recorded, and
 /// logged as a `cancel_page_viewed` event.
 public final class RetentionAnswerer: Sendable {

@@ -3,7 +3,7 @@ import Foundation
 import Postgres
 
 /// One cancel-page request as answered, for `churnwatch.retention_message_requests` and the
-/// `cancel_page_viewed` event (docs/contracts.md "Cancel page").
+/// `cancel_page_viewed` event (docs/contracts.md "The cancel page").
 public struct RetentionRequestRecord: Sendable, Equatable, Codable {
     public var requestIdentifier: UUID
     public var originalTransactionId: String

@@ -23,7 +23,7 @@ struct OutcomesCommand: AsyncParsableCommand {
             Several apps (every app in churnwatch.apps, or those given with --app): each app's lines after a line \
             "app BUNDLE_ID"; with --json or --csv every app's rows one after the other, each naming its app in bundle_id.
 
-            --campaign cancel_page: the cancel page instead (docs/contracts.md "Cancel page"): one line per kind of answer \
+            --campaign cancel_page: the cancel page instead (docs/contracts.md "The cancel page"): one line per kind of answer \
             (answer_kind: message, alternate_product, promotional_offer), over each subscriber's first view a rule matched; \
             entries are the treated subscribers, saved those whose subscription renewed past the period they were in at the \
             view (35 days on when that period had ended), the holdout those the rule's share held out (shown the default message).
