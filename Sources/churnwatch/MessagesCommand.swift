@@ -188,17 +188,26 @@ struct DefaultList: AsyncParsableCommand {
 }
 
 struct DefaultRemove: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "remove", abstract: "Remove the default message of a product and locale.")
+    static let configuration = CommandConfiguration(
+        commandName: "remove", abstract: "Remove the default message of a product and locale (at Apple too), or churnwatch's own.")
 
     @OptionGroup var global: GlobalOptions
     @OptionGroup var app: AppOptions
+    @OptionGroup var apple: AppleOptions
     @Option(name: .customLong("product"), help: "The product (default: the every-product one).") var product: String?
     @Option(name: .customLong("locale"), help: "The locale (default: the every-locale one).") var locale: String?
 
     func run() async throws {
         global.bootstrapLogging()
         try await reportingErrors {
-            let n = try await app.singleStore(global, marking: true).retentionDefaultRemove(productId: product, locale: locale)
+            let (client, store) = try await MessagesApple.open(global, app, apple, marking: true)
+            if let product, let locale {
+                switch await client.deleteDefaultMessage(productId: product, locale: locale) {
+                case .notFound: break  // Apple had none: churnwatch's row is still removed
+                case let outcome: _ = try MessagesApple.value(outcome, "removing the default message of \(product) \(locale) at Apple")
+                }
+            }
+            let n = try await store.retentionDefaultRemove(productId: product, locale: locale)
             print(n == 0 ? "removed 0 (no such default)" : "removed \(n)")
         }
     }

@@ -38,7 +38,7 @@ import Testing
         let receiver = try LoopbackReceiver { answer($0.body, message: message, bundleId: bundleId) }
         var options = SimulatorOptions()
         options.retention.productionURL = receiver.url
-        options.retention.timeoutMs = 5000
+        options.retention.timeoutMs = 30_000
         options.retention.effect = CancelPageEffect.parse("message=0.5,alternate_product=1,promotional_offer=1")!
         options.retention.cancelPageShare = 1
         options.retention.browsePer30Days = 0.05

@@ -15,7 +15,7 @@ final class Counter: Sendable {
 /// The simulated customers' cancel page: views posted as Apple posts real-time requests, what
 /// they show, and the default when the answer is late, failed, invalid or not approved.
 @Suite struct CancelPageTests {
-    static func options(url: String?, timeoutMs: Int64 = 5000, effect: Double = 0) -> SimulatorOptions {
+    static func options(url: String?, timeoutMs: Int64 = 30_000, effect: Double = 0) -> SimulatorOptions {
         var o = SimulatorOptions()
         o.retention.productionURL = url
         o.retention.timeoutMs = timeoutMs
@@ -82,7 +82,7 @@ final class Counter: Sendable {
             let valid = "{\"message\":{\"messageIdentifier\":\"\(approved)\"}}"
             switch counter.next() % 6 {
             case 0:
-                Thread.sleep(forTimeInterval: 1.5)  // slower than the 300 ms the App Store waits
+                Thread.sleep(forTimeInterval: 6)  // slower than the 3 s this test's App Store waits
                 return .json(valid)
             case 1: return LoopbackReceiver.Response(status: 500)
             case 2: return .json("{}")
@@ -95,7 +95,7 @@ final class Counter: Sendable {
             }
         }
         defer { receiver.stop() }
-        let sim = try await SimHarness.start(subscribers: 1500, options: Self.options(url: receiver.url, timeoutMs: 300, effect: 1))
+        let sim = try await SimHarness.start(subscribers: 1500, options: Self.options(url: receiver.url, timeoutMs: 3000, effect: 1))
         defer { Task { try? await sim.stop() } }
         #expect(try await sim.messaging("PUT", "message/\(approved)", json: ["header": "Stay", "body": "Please"]).status == 200)
         let products = sim.population.catalog.products.map(\.id)
@@ -114,7 +114,7 @@ final class Counter: Sendable {
         let reasons = Dictionary(grouping: views) { $0["default_reason"] as? String ?? "-" }.mapValues(\.count)
         #expect(Set(reasons.keys) == ["timed_out", "http_status", "invalid_body", "not_approved", "invalid_alternate_product"], "\(reasons)")
         for v in views where v["default_reason"] as? String == "timed_out" {
-            #expect(v["http_status"] is NSNull && (v["latency_ms"] as? Int ?? 0) >= 300)
+            #expect(v["http_status"] is NSNull && (v["latency_ms"] as? Int ?? 0) >= 3000)
         }
         for v in views where v["default_reason"] as? String == "http_status" { #expect(v["http_status"] as? Int == 500) }
         // The default shown is the one configured for the product and locale.

@@ -64,7 +64,7 @@ struct SimHarness {
     }
 
     /// An authorized GET (a fresh valid token unless `token` is given; `""` sends none).
-    func get(_ path: String, sandbox: Bool = false, token: String? = nil, timeout: TimeInterval = 20) async throws -> Response {
+    func get(_ path: String, sandbox: Bool = false, token: String? = nil, timeout: TimeInterval = 120) async throws -> Response {
         var req = URLRequest(url: URL(string: "http://127.0.0.1:\(sandbox ? sandboxPort : port)\(path)")!)
         req.timeoutInterval = timeout
         let t = try token ?? self.token()
@@ -77,7 +77,8 @@ struct SimHarness {
         req.httpMethod = "POST"
         req.httpBody = body
         req.setValue("application/json", forHTTPHeaderField: "Content-Type")
-        return try await SimHarness.send(req, timeout: 20)
+        // A clock move waits for the views it passes (each answered within the App Store's wait).
+        return try await SimHarness.send(req, timeout: 120)
     }
 
     static func send(_ req: URLRequest, timeout: TimeInterval) async throws -> Response {

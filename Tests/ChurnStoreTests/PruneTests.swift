@@ -42,6 +42,13 @@ struct PruneTests {
             INSERT INTO churnwatch.segment_changes (original_transaction_id, from_segment, to_segment, changed_at)
             VALUES ('s', 'active', 'will_not_renew', \(asOf.addingTimeInterval(-500 * day))), ('s', 'will_not_renew', 'active', \(asOf))
             """)
+        // Cancel-page requests: one signed 500 days ago (past 400), one now.
+        try db.execute("""
+            INSERT INTO churnwatch.retention_message_requests (request_identifier, bundle_id, original_transaction_id, product_id,
+                user_locale, environment, signed_at, arm, facts_known)
+            VALUES (gen_random_uuid(), 'com.example.churnwatch', 's', 'p', 'en-US', 'Production', \(asOf.addingTimeInterval(-500 * day)), 'no_rule', true),
+                   (gen_random_uuid(), 'com.example.churnwatch', 's', 'p', 'en-US', 'Production', \(asOf), 'no_rule', true)
+            """)
         // Transactions of one subscription: two periods that ended 500 days ago (one is still its
         // newest, as the subscription row says), one that ended last week.
         try db.execute("INSERT INTO churnwatch.subscriptions (original_transaction_id, latest_transaction_id) VALUES ('s', 't-newest'), ('u', 't-u2')")
@@ -56,7 +63,7 @@ struct PruneTests {
     static func counts(_ db: PostgresConnection) throws -> [String: Int] {
         var out: [String: Int] = [:]
         for table in ["run_items", "run_workers", "notifications", "notification_inbox", "quarantine", "segment_changes", "transactions",
-                      "runs", "subscriptions"] {
+                      "retention_message_requests", "runs", "subscriptions"] {
             out[table] = try db.query("SELECT count(*) FROM churnwatch.\(identifier: table)")[0].decode(Int.self, at: 0)
         }
         return out
@@ -72,7 +79,7 @@ struct PruneTests {
             let dry = try await store.database.prune(RetentionPolicy(), asOf: Self.asOf, now: Date(), dryRun: true)
             #expect(try Self.counts(db) == before, "a dry run changes nothing")
             let expected = ["run_items": 7, "run_workers": 1, "notifications": 4, "notification_inbox": 1, "quarantine": 1,
-                            "segment_changes": 1, "transactions": 2]
+                            "segment_changes": 1, "retention_message_requests": 1, "transactions": 2]
             #expect(Dictionary(uniqueKeysWithValues: dry.rows.map { ($0.table, $0.rows) }) == expected)
 
             let done = try await store.database.prune(RetentionPolicy(), asOf: Self.asOf, now: Date(), dryRun: false, batch: 2)

@@ -31,7 +31,8 @@ struct RetentionInteropTests {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cw-xr-\(UUID().uuidString.prefix(8))")
         defer { try? FileManager.default.removeItem(at: dir) }
         let script = IndependentServerTests.repositoryRoot.appendingPathComponent("ops/crosscheck_retention.py").path
-        let pki = try await IndependentServerTests.run([IndependentServerTests.python, script, "pki", dir.path])
+        // The script's path is absolute: the child needs no working directory of its own.
+        let pki = try await AppleClientInteropTests.runPython([script, "pki", dir.path])
         try #require(pki.status == 0, "\(pki.output)")
         var env = world.env
         env["APPSTORE_ROOT_CERTS"] = dir.appendingPathComponent("root.pem").path
@@ -42,8 +43,8 @@ struct RetentionInteropTests {
             WHERE product_id IS NOT NULL AND environment = 'Production' ORDER BY 1 LIMIT 12
             """).map { try $0.decode(String.self, "s") }
         #expect(subscriptions.count == 12)
-        let check = try await IndependentServerTests.run(
-            [IndependentServerTests.python, script, "check", dir.path, "http://127.0.0.1:\(server.port)\(ServeRetentionCLITests.path)",
+        let check = try await AppleClientInteropTests.runPython(
+            [script, "check", dir.path, "http://127.0.0.1:\(server.port)\(ServeRetentionCLITests.path)",
              env["APPSTORE_APP_APPLE_ID"] ?? "", env["APPSTORE_BUNDLE_ID"] ?? "", env["APPSTORE_PRIVATE_KEY_PATH"] ?? ""] + subscriptions)
         let line = check.output.split(separator: "\n").last.map(String.init) ?? ""
         let result = try #require(try? JSONDecoder().decode(Result.self, from: Data(line.utf8)), "\(check.output.suffix(1500))")
