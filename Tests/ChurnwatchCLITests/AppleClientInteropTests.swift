@@ -23,7 +23,7 @@ struct AppleClientInteropTests {
             let pipe = Pipe()
             process.standardOutput = pipe
             process.standardError = pipe
-            try process.run()
+            try CLIRunner.spawn(process)
             let data = pipe.fileHandleForReading.readDataToEndOfFile()
             return (ChildExit.status(of: process), String(decoding: data, as: UTF8.self))
         }

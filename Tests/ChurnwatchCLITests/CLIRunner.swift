@@ -45,6 +45,16 @@ struct CLIRunner {
         try await OwnThread.run { try runBlocking(arguments, environment: environment) }
     }
 
+    /// Starts `process` while no other test starts one: Foundation's `Process.run()` crashed
+    /// (a memcpy past a page) when many suites started children at once.
+    static func spawn(_ process: Process) throws {
+        spawnLock.lock()
+        defer { spawnLock.unlock() }
+        try process.run()
+    }
+
+    private static let spawnLock = NSLock()
+
     /// `run` for code that is already on a thread of its own (inside `OwnThread.run`).
     static func runBlocking(_ arguments: [String], environment: [String: String] = [:]) throws -> Result {
         let process = Process()
@@ -56,7 +66,7 @@ struct CLIRunner {
         let out = Pipe(), err = Pipe()
         process.standardOutput = out
         process.standardError = err
-        try process.run()
+        try CLIRunner.spawn(process)
         // Both pipes at once: a child that fills stderr (64 KiB) while stdout is read to its end
         // would block on the write, and both would wait for ever.
         let errBox = PipeData()
@@ -161,7 +171,7 @@ final class RunningCLI: @unchecked Sendable {
             self.lock.withLock { self.stderrData.append(d) }
             self.stderrSignal.signal()
         }
-        try process.run()
+        try CLIRunner.spawn(process)
     }
 
     var stderr: String { lock.withLock { String(decoding: stderrData, as: UTF8.self) } }

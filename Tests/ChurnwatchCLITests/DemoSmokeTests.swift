@@ -28,7 +28,7 @@ struct DemoSmokeTests {
             destroy.executableURL = Self.repository.appendingPathComponent("ops/pg")
             destroy.arguments = ["destroy"]
             destroy.environment = ProcessInfo.processInfo.environment.merging(["CHURNWATCH_PG_DIR": pgDir]) { _, new in new }
-            if (try? destroy.run()) != nil { _ = ChildExit.status(of: destroy) }
+            if (try? CLIRunner.spawn(destroy)) != nil { _ = ChildExit.status(of: destroy) }
             try? FileManager.default.removeItem(at: demoDir)
         }
 
@@ -47,7 +47,7 @@ struct DemoSmokeTests {
         process.standardOutput = out
         process.standardError = err
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try CLIRunner.spawn(process)
         let errHandle = err.fileHandleForReading, outHandle = out.fileHandleForReading
         // The demo takes a while: wait for it on a thread of its own (see `OwnThread`).
         let (status, stdout, stderr) = try await OwnThread.run { () -> (Int32, String, String) in

@@ -46,7 +46,7 @@ struct HeadlessChromium {
             process.standardOutput = try FileHandle(forWritingTo: outURL)
             process.standardError = try FileHandle(forWritingTo: errURL)
             process.standardInput = FileHandle.nullDevice
-            try process.run()
+            try CLIRunner.spawn(process)
             let status = ChildExit.wait(for: process, killingAfter: timeout).status
             return Output(status: status, stdout: (try? String(contentsOf: outURL, encoding: .utf8)) ?? "",
                           stderr: (try? String(contentsOf: errURL, encoding: .utf8)) ?? "")

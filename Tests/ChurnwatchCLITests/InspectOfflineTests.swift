@@ -57,7 +57,7 @@ extension SimulatorProcess {
         process.arguments = ["token", "--pki-dir", directory.appendingPathComponent("pki").path]
         let out = Pipe()
         process.standardOutput = out
-        try process.run()
+        try CLIRunner.spawn(process)
         let data = out.fileHandleForReading.readDataToEndOfFile()
         let status = ChildExit.status(of: process)
         guard status == 0 else { throw CLITestError("appstore-sim token exited \(status)") }

@@ -202,7 +202,7 @@ struct MetricsTests {
         let out = Pipe()
         process.standardOutput = out
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try CLIRunner.spawn(process)
         let data = out.fileHandleForReading.readDataToEndOfFile()
         let status = ChildExit.status(of: process)
         let text = String(decoding: data, as: UTF8.self)

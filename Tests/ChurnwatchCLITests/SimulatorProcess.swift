@@ -42,7 +42,7 @@ final class SimulatorProcess: @unchecked Sendable {
         let out = Pipe()
         process.standardOutput = out
         process.standardError = out
-        try process.run()
+        try CLIRunner.spawn(process)
         // Read its output until the "listening" line (the server is bound when it prints it).
         var buffer = Data()
         let handle = out.fileHandleForReading
