@@ -7,11 +7,12 @@ import Testing
 /// requests for a Sandbox subscription, PASS from a server that answers valid bodies in time,
 /// FAIL from a slow one; a PASS lets the Production URL be set.
 @Suite struct PerformanceTestTests {
-    static func options(requests: Int, concurrency: Int, thresholdMs: Int64) -> SimulatorOptions {
+    static func options(requests: Int, concurrency: Int, thresholdMs: Int64, durationMs: Int64 = 60_000) -> SimulatorOptions {
         var o = SimulatorOptions()
         o.retention.performanceTest.totalRequests = requests
         o.retention.performanceTest.maxConcurrentRequests = concurrency
         o.retention.performanceTest.responseTimeThresholdMs = thresholdMs
+        o.retention.performanceTest.totalDurationMs = durationMs
         return o
     }
 
@@ -28,7 +29,7 @@ import Testing
         let messageId = UUID().uuidString.lowercased()
         let receiver = try LoopbackReceiver { _ in .json("{\"message\":{\"messageIdentifier\":\"\(messageId)\"}}") }
         defer { receiver.stop() }
-        let sim = try await SimHarness.start(subscribers: 400, options: Self.options(requests: 30, concurrency: 5, thresholdMs: 30_000))
+        let sim = try await SimHarness.start(subscribers: 400, options: Self.options(requests: 30, concurrency: 5, thresholdMs: 30_000, durationMs: 600_000))
         defer { Task { try? await sim.stop() } }
         let (sandbox, production) = try Self.subscriptions(sim)
         #expect(try await sim.messaging("POST", "performanceTest", json: ["originalTransactionId": sandbox]).errorCode == 4_040_021,
@@ -44,7 +45,7 @@ import Testing
         let response = try started.decode(RetentionWire.PerformanceTestResponse.self)
         #expect(response.config.totalRequests == 30 && response.config.maxConcurrentRequests == 5)
         #expect(response.config.responseTimeThreshold == 30_000 && response.config.successRateThreshold == 95)
-        #expect(response.config.totalDuration == 60_000)
+        #expect(response.config.totalDuration == 600_000)
         await sim.app(1).messaging.testTask(response.requestId)?.value
         let result = try await sim.messaging("GET", "performanceTest/result/\(response.requestId)")
             .decode(RetentionWire.PerformanceTestResult.self)
