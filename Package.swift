@@ -226,7 +226,8 @@ let package = Package(
         // engine in-process on a test clock).
         .testTarget(
             name: "ChurnwatchCLITests",
-            dependencies: ["churnwatch", "appstore-sim", "Polling", "ChurnStore", "AppStoreServerAPI", "Postgres", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["churnwatch", "appstore-sim", "Polling", "ChurnStore", "ChurnServe", "AppStoreServerAPI", "AppStoreModels", "Postgres",
+                           .product(name: "Logging", package: "swift-log")]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -9,7 +9,8 @@ Phases, each against a serve process started here on loopback:
               commits its event): notification_to_event_p50_ms, _p99_ms.
   saturation  29 days of notifications, all news to a database polled on night 0, each posted
               once by wrk over 64 connections: serve_requests_per_s (stored rows over the time
-              from the first to the last, the server's own clock), then
+              from the first to the last, the server's own clock), serve_applied_per_s (all of
+              them over the time from the first stored to the last applied), then
               serve_cpu_ms_per_notification (serve's user+system CPU, the applier's work
               included, per notification) and serve_peak_rss_mb (VmHWM).
   once        the newest day's second half at the same rate, `notifications sync` every 5 s
@@ -129,11 +130,16 @@ def saturation(url):
                     f"http://127.0.0.1:{port}", "--", f"{work}/month.jsonl", "2"], capture_output=True, text=True)
     drained(url)
     used = cpu_ms(serve.pid) - before
-    stored, per_s = psql(url, """SELECT count(*), round(count(*) / greatest(extract(epoch FROM max(received_at) - min(received_at)), 0.001))
-                                  FROM churnwatch.notification_inbox""")[0]
+    stored, per_s, applied_per_s = psql(url, """
+        SELECT count(*), round(count(*) / greatest(extract(epoch FROM max(received_at) - min(received_at)), 0.001)),
+               round(count(*) / greatest(extract(epoch FROM max(processed_at) - min(received_at)), 0.001))
+        FROM churnwatch.notification_inbox""")[0]
     print(f"serve_saturation_notifications={n}")
     print(f"serve_saturation_stored={stored}")
     print(f"serve_requests_per_s={per_s}")
+    # The whole burst applied: from the first stored to the last applied (the applier gives
+    # way to a busy door, and catches up after).
+    print(f"serve_applied_per_s={applied_per_s}")
     print(f"serve_cpu_ms_per_notification={used / max(int(stored), 1):.3f}")
     print(f"serve_peak_rss_mb={rss_mb(serve.pid):.0f}")
     serve.send_signal(signal.SIGTERM)

@@ -60,12 +60,16 @@ public final class InboxApplier: Sendable {
     private let health: ServeHealth
     private let idle: Duration
     private let logger: Logger
+    private let pace: ApplierPace
+    /// Requests in flight at the door (``ApplierPace``).
+    private let doorInFlight: @Sendable () -> Int
     private let wakeup = Wakeup()
     private let stopping = Atomic<Bool>(false)
 
     public init(apps: ServeApps, database: DatabaseStore, metrics: ServeMetrics, health: ServeHealth, idle: Duration = .milliseconds(250),
-                logger: Logger) {
+                pace: ApplierPace = ApplierPace(), doorInFlight: @escaping @Sendable () -> Int = { 0 }, logger: Logger) {
         (self.apps, self.database, self.metrics, self.health, self.idle, self.logger) = (apps, database, metrics, health, idle, logger)
+        (self.pace, self.doorInFlight) = (pace, doorInFlight)
     }
 
     /// A notification was stored: apply it now.
@@ -107,11 +111,28 @@ public final class InboxApplier: Sendable {
         for l in locks.values { await l.close() }
     }
 
+    /// What the drain awaits after each batch: while the door is busy, a pause of at most what
+    /// ``ApplierPace`` allows for the batch just applied (never past ``stop()``).
+    private func giveWay() -> @Sendable () async -> Void {
+        let last = Mutex(ContinuousClock.now)
+        return { [self] in
+            let clock = ContinuousClock()
+            let batchEnd = clock.now
+            let batch = batchEnd - last.withLock { $0 }
+            while !stopping.load(ordering: .relaxed) {
+                let rest = pace.giveWay(inFlight: doorInFlight(), batch: batch, waited: clock.now - batchEnd)
+                guard rest > .zero else { break }
+                try? await Task.sleep(for: min(rest, .milliseconds(5)))
+            }
+            last.withLock { $0 = clock.now }
+        }
+    }
+
     /// One app's pending rows, if no other serve process is applying them.
     private func round(_ app: App, _ locks: RunLocks) async throws {
         guard try await locks.take(app.store.inboxLockKey, name: "inbox") else { return }
         do {
-            let s = try await app.feed.drainInbox(now: Date())
+            let s = try await app.feed.drainInbox(now: Date(), between: giveWay())
             await locks.release(app.store.inboxLockKey)
             guard s.read > 0 else { return }
             metrics.applied(app: app.store.app, outcomes: ["applied": s.applied, "duplicate": s.duplicates, "stale": s.stale,

@@ -41,8 +41,48 @@ public final class NotificationReceiver: Sendable {
         var signedPayload: String
     }
 
+    /// The body's `signedPayload`: read directly when the body is exactly Apple's
+    /// `{"signedPayload":"..."}` with a value free of escapes (a JWS always is), else by
+    /// JSONDecoder (other spacing, other members).
+    static func signedPayload(_ body: [UInt8]) -> String? {
+        if let direct = plainSignedPayload(body) { return direct }
+        return try? JSONDecoder().decode(Body.self, from: Data(body)).signedPayload
+    }
+
+    private static let member = Array(#""signedPayload""#.utf8)
+
+    static func plainSignedPayload(_ body: [UInt8]) -> String? {
+        func isSpace(_ b: UInt8) -> Bool { b == 0x20 || b == 0x0A || b == 0x0D || b == 0x09 }
+        var i = 0
+        func skip() { while i < body.count, isSpace(body[i]) { i += 1 } }
+        func take(_ b: UInt8) -> Bool {
+            skip()
+            guard i < body.count, body[i] == b else { return false }
+            i += 1
+            return true
+        }
+        guard take(0x7B) else { return nil }
+        skip()
+        guard body.count - i >= member.count, body[i..<(i + member.count)].elementsEqual(member) else { return nil }
+        i += member.count
+        guard take(0x3A), take(0x22) else { return nil }
+        let start = i
+        while i < body.count, body[i] != 0x22 {
+            // Escapes and control characters: JSONDecoder's to read.
+            guard body[i] != 0x5C, body[i] >= 0x20 else { return nil }
+            i += 1
+        }
+        guard i < body.count else { return nil }
+        let value = body[start..<i]
+        i += 1
+        guard take(0x7D) else { return nil }
+        skip()
+        guard i == body.count else { return nil }
+        return String(decoding: value, as: UTF8.self)
+    }
+
     public func receive(_ body: [UInt8]) async -> ServeResponse {
-        guard let payload = try? JSONDecoder().decode(Body.self, from: Data(body)).signedPayload, !payload.isEmpty else {
+        guard let payload = Self.signedPayload(body), !payload.isEmpty else {
             return reject("body", 400, "the body is not a JSON object with a signedPayload string")
         }
         let claimed = FeedSync.claimedBundleId(payload)
@@ -67,18 +107,21 @@ public final class NotificationReceiver: Sendable {
                 return reject("verification", 403, "the notification's notificationUUID is not a UUID")
             }
             uuidVerified = uuid
-            self.verified.put(payload, v)
+            self.verified.put(uuid, bundleId: claimed, v)
         }
         let writer = self.writer
         switch await within(budget, { try await writer.store(payload, uuid: uuidVerified) }) {
         case .success(let new)?:
             metrics.received(stored: new)
-            if new { stored() } else { _ = self.verified.take(payload) }
+            if new { stored() } else { self.verified.remove(uuidVerified) }
             return .text(200, new ? "stored" : "already known")
         case .failure(let error)?:
+            verified.remove(uuidVerified)
             logger.error("a verified notification could not be stored: answered 503 (Apple delivers again)", metadata: ["error": "\(error)"])
             return .text(503, "the database is not answering: the notification was not stored (deliver again later)")
         case nil:
+            // It may still be stored: then the applier reads and verifies it as any other row.
+            verified.remove(uuidVerified)
             logger.error("storing a verified notification took longer than its budget: answered 503 (Apple delivers again)")
             return .text(503, "the database is not answering in time: the notification was not stored (deliver again later)")
         }

@@ -131,13 +131,27 @@ extension ChurnStore {
         }
     }
 
-    /// Up to `limit` inbox rows not yet processed, oldest first, after row `after`.
-    public func notificationInboxPending(limit: Int, after: Int64 = 0) async throws -> [(id: Int64, signedPayload: String)] {
+    /// Up to `limit` inbox rows not yet processed, oldest first, after row `after`: their ids and
+    /// notification UUIDs (the payloads are read by ``notificationInboxPayloads(_:)``, for the rows
+    /// that need them).
+    public func notificationInboxPending(limit: Int, after: Int64 = 0) async throws -> [(id: Int64, notificationUUID: UUID?)] {
         try await pool.withConnection { db in
             try db.query("""
-                SELECT id, signed_payload FROM churnwatch.notification_inbox
+                SELECT id, notification_uuid FROM churnwatch.notification_inbox
                 WHERE processed_at IS NULL AND id > \(after) ORDER BY id LIMIT \(limit)
-                """).map { (try $0.decode(Int64.self, "id"), try $0.decode(String.self, "signed_payload")) }
+                """).map { (try $0.decode(Int64.self, "id"), try $0.decode(UUID?.self, "notification_uuid")) }
+        }
+    }
+
+    /// The payloads of the inbox rows `ids` (a row gone meanwhile is left out).
+    public func notificationInboxPayloads(_ ids: [Int64]) async throws -> [Int64: String] {
+        guard !ids.isEmpty else { return [:] }
+        return try await pool.withConnection { db in
+            var out: [Int64: String] = [:]
+            for row in try db.query("SELECT id, signed_payload FROM churnwatch.notification_inbox WHERE id = ANY(\(ids)::bigint[])") {
+                out[try row.decode(Int64.self, "id")] = try row.decode(String.self, "signed_payload")
+            }
+            return out
         }
     }
 

@@ -82,10 +82,11 @@ public struct FeedSync: Sendable {
     /// none could be read). The inbox is one for every app; with several apps each takes its own
     /// and the default app the rest (which its verification then quarantines). Default: every row.
     public var takesInboxRow: @Sendable (_ claimedBundleId: String?) -> Bool = { _ in true }
-    /// A payload this process verified moments ago (`serve`'s receiver, before storing it), so
-    /// the inbox's drain need not verify it again; nil: verify (the default, and always for a
-    /// payload another process stored).
-    public var verifiedBefore: @Sendable (_ signedPayload: String) -> VerifiedNotification? = { _ in nil }
+    /// The notification stored in the inbox as `notificationUUID`, as this process verified it
+    /// moments ago (`serve`'s receiver, before storing it) for this feed's app, taken: the
+    /// drain neither reads its payload back nor verifies it again. nil: read and verify (the
+    /// default, and always for a row another process stored).
+    public var verifiedBefore: @Sendable (_ notificationUUID: UUID) -> VerifiedNotification? = { _ in nil }
     let logger: Logger
 
     public init(client: AppStoreServerAPIClient, store: ChurnStore, applier: FeedApplier, settings: Settings = Settings(), logger: Logger) {
@@ -109,8 +110,11 @@ public struct FeedSync: Sendable {
     /// payload says Sandbox in a Production deployment, in Sandbox (``environments``).
     func verify(_ payloads: [(payload: String, inboxId: Int64?)], source: NotificationSource,
                 environment: AppStoreEnvironment? = nil) async -> [FeedInput] {
-        let client = self.client
         let alsoSandbox = environment == nil && environments.contains(.sandbox) && self.environment != .sandbox
+        if payloads.count == 1, let (payload, inboxId) = payloads.first {
+            // One (serve's receiver): verified here, not in a task of its own.
+            return [await verifyOne(payload, inboxId: inboxId, source: source, environment: environment, alsoSandbox: alsoSandbox)]
+        }
         let lanes = max(1, ProcessInfo.processInfo.activeProcessorCount)
         let chunk = max(1, (payloads.count + lanes - 1) / lanes)
         return await withTaskGroup(of: (Int, [FeedInput]).self) { group in
@@ -120,24 +124,8 @@ public struct FeedSync: Sendable {
                     var out: [FeedInput] = []
                     out.reserveCapacity(slice.count)
                     for (payload, inboxId) in slice {
-                        if inboxId != nil, let v = self.verifiedBefore(payload) {
-                            out.append(FeedInput(signedPayload: payload, verdict: .verified(v), source: source, inboxId: inboxId))
-                            continue
-                        }
-                        do {
-                            let verified: VerifiedNotification
-                            do throws(JWSVerificationFailure) {
-                                verified = try await client.verifyNotification(payload, environment: environment)
-                            } catch {
-                                guard alsoSandbox, case .environmentMismatch(_, let actual) = error,
-                                      actual == AppStoreEnvironment.sandbox.rawValue else { throw error }
-                                verified = try await client.verifyNotification(payload, environment: .sandbox)
-                            }
-                            out.append(FeedInput(signedPayload: payload, verdict: .verified(verified), source: source, inboxId: inboxId))
-                        } catch {
-                            out.append(FeedInput(signedPayload: payload, verdict: .rejected("\(error)"), source: source, inboxId: inboxId,
-                                                 digest: QuarantinedPayload.sha256Hex(payload)))
-                        }
+                        out.append(await self.verifyOne(payload, inboxId: inboxId, source: source, environment: environment,
+                                                        alsoSandbox: alsoSandbox))
                     }
                     return (lane, out)
                 }
@@ -240,6 +228,26 @@ public struct FeedSync: Sendable {
         }
     }
 
+    /// One payload verified: in `environment`, or (nil) in the configured one and, when
+    /// `alsoSandbox`, in Sandbox for a payload that says it is from there.
+    func verifyOne(_ payload: String, inboxId: Int64?, source: NotificationSource, environment: AppStoreEnvironment?,
+                   alsoSandbox: Bool) async -> FeedInput {
+        do {
+            let verified: VerifiedNotification
+            do throws(JWSVerificationFailure) {
+                verified = try await client.verifyNotification(payload, environment: environment)
+            } catch {
+                guard alsoSandbox, case .environmentMismatch(_, let actual) = error,
+                      actual == AppStoreEnvironment.sandbox.rawValue else { throw error }
+                verified = try await client.verifyNotification(payload, environment: .sandbox)
+            }
+            return FeedInput(signedPayload: payload, verdict: .verified(verified), source: source, inboxId: inboxId)
+        } catch {
+            return FeedInput(signedPayload: payload, verdict: .rejected("\(error)"), source: source, inboxId: inboxId,
+                             digest: QuarantinedPayload.sha256Hex(payload))
+        }
+    }
+
     /// `apply` on `settings.applyLanes` connections at once, each with the notifications of its
     /// share of the subscriptions (by a hash of the original transaction id), so one
     /// subscription's notifications stay in order on one lane and no two lanes write the same
@@ -279,7 +287,8 @@ public struct FeedSync: Sendable {
     static func laneHash(_ id: String) -> UInt64 { FNV1a.hash(id) }
 
     /// Applies the inbox's unprocessed rows, oldest first, and marks each processed.
-    public func drainInbox(now: Date, runId: Int64? = nil) async throws -> FeedSummary {
+    /// - Parameter between: awaited after each batch committed (`serve` lets its door go first there).
+    public func drainInbox(now: Date, runId: Int64? = nil, between: (@Sendable () async -> Void)? = nil) async throws -> FeedSummary {
         var summary = FeedSummary()
         var lastId: Int64 = 0
         while true {
@@ -288,11 +297,31 @@ public struct FeedSync: Sendable {
             let rows = try await store.notificationInboxPending(limit: settings.batchSize, after: lastId)
             guard let newest = rows.last?.id else { break }
             lastId = newest
-            let mine = rows.filter { takesInboxRow(InboxPayload.claimedBundleId($0.signedPayload)) }
-            guard !mine.isEmpty else { continue }
-            let inputs = await verify(mine.map { ($0.signedPayload, $0.id) }, source: .inbox)
+            let inputs = try await inboxInputs(rows)
+            guard !inputs.isEmpty else { continue }
             summary.add(try await applyInLanes(inputs, establishOnly: false, runId: runId, now: now))
+            await between?()
         }
         return summary
+    }
+
+    /// This feed's rows of `rows`, in their order: those this process verified as they came
+    /// in, as they were; the others read and verified.
+    private func inboxInputs(_ rows: [(id: Int64, notificationUUID: UUID?)]) async throws -> [FeedInput] {
+        var known: [Int64: VerifiedNotification] = [:]
+        for row in rows {
+            if let uuid = row.notificationUUID, let v = verifiedBefore(uuid) { known[row.id] = v }
+        }
+        let payloads = try await store.notificationInboxPayloads(rows.map(\.id).filter { known[$0] == nil })
+        let read = rows.compactMap { row in payloads[row.id].map { (payload: $0, inboxId: Optional(row.id)) } }
+            .filter { takesInboxRow(InboxPayload.claimedBundleId($0.payload)) }
+        var checked: [Int64: FeedInput] = [:]
+        for input in await verify(read, source: .inbox) {
+            if let id = input.inboxId { checked[id] = input }
+        }
+        return rows.compactMap { row in
+            // A payload verified here needs no copy: only a rejected one's is kept (quarantine).
+            known[row.id].map { FeedInput(signedPayload: "", verdict: .verified($0), source: .inbox, inboxId: row.id) } ?? checked[row.id]
+        }
     }
 }

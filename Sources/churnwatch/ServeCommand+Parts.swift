@@ -85,7 +85,7 @@ enum ServeParts {
                 let own = name.lowercased()
                 context.feed.takesInboxRow = { $0?.lowercased() == own }
                 // Verified by this process's receiver moments ago: not again.
-                context.feed.verifiedBefore = { verified.take($0) }
+                context.feed.verifiedBefore = { verified.take($0, bundleId: own) }
                 // Small batches: the applier runs as rows arrive, and a big batch held in memory
                 // at once is what its peak memory is made of.
                 context.feed.settings.batchSize = 200

@@ -87,7 +87,8 @@ struct ServeCommand: AsyncParsableCommand {
             let metrics = ServeMetrics(door: DoorCounters())
             let migrations = BuildMigrations.names()
             let health = ServeHealth { try await database.schemaCheck(migrations: migrations) }
-            let applier = InboxApplier(apps: served, database: database, metrics: metrics, health: health, logger: logger)
+            let applier = InboxApplier(apps: served, database: database, metrics: metrics, health: health,
+                                       doorInFlight: { metrics.door.inFlight.load(ordering: .relaxed) }, logger: logger)
             let receiver = NotificationReceiver(apps: served, database: database, metrics: metrics, budget: settings.storeWithin,
                                                 logger: logger, verified: verified) { applier.wake() }
             var answering = RetentionAnswerer.Settings()

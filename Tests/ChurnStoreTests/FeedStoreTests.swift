@@ -68,18 +68,23 @@ struct FeedStoreTests {
         }
     }
 
-    @Test("the inbox: pending rows oldest first; a commit marks its rows with their outcome")
+    @Test("the inbox: pending rows oldest first, their payloads read by id; a commit marks its rows with their outcome")
     func inbox() async throws {
         try await FreshDatabase.with { fresh in
             let db = try WinbackQueueTests.migrated(fresh)
             let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
             for p in ["a", "b", "c"] { try db.execute("INSERT INTO churnwatch.notification_inbox (signed_payload) VALUES (\(p))") }
             let pending = try await store.notificationInboxPending(limit: 2)
-            #expect(pending.map(\.signedPayload) == ["a", "b"])
+            let payloads = try await store.notificationInboxPayloads(pending.map(\.id) + [999_999])
+            #expect(pending.map { payloads[$0.id] } == ["a", "b"])
+            #expect(payloads.count == 2)
+            #expect(pending.allSatisfy { $0.notificationUUID == nil })
             var batch = FeedBatch()
             batch.inbox = [(pending[0].id, .duplicate), (pending[1].id, .quarantined)]
             try await store.feedCommit(runId: nil, asOf: Self.t0, detectedAt: Self.t0, batch)
-            #expect(try await store.notificationInboxPending(limit: 10).map(\.signedPayload) == ["c"])
+            let left = try await store.notificationInboxPending(limit: 10)
+            #expect(try await store.notificationInboxPayloads(left.map(\.id)).values.sorted() == ["c"])
+            #expect(try await store.notificationInboxPending(limit: 10, after: left[0].id).isEmpty)
             let outcomes = try db.query("SELECT outcome FROM churnwatch.notification_inbox WHERE processed_at IS NOT NULL ORDER BY id")
                 .map { try $0.decode(String.self, at: 0) }
             #expect(outcomes == ["duplicate", "quarantined"])
