@@ -30,8 +30,8 @@ public final class VerifiedCache: Sendable {
     private let capacity: Int
     private let maxAge: Duration
 
-    /// - Parameter capacity: entries kept at most (each a few KB: the decoded payloads and the
-    ///   signed transaction the applier stores).
+    /// - Parameter capacity: entries kept at most (each a few KB: the decoded notification and
+    ///   its inner JWS, which the applier verifies).
     ///   - maxAge: how old an entry may be before a full cache drops it.
     public init(capacity: Int = 1_000, maxAge: Duration = .seconds(60)) {
         (self.capacity, self.maxAge) = (capacity, maxAge)
@@ -39,11 +39,8 @@ public final class VerifiedCache: Sendable {
 
     /// Keeps `verified` for the applier of `bundleId`, unless the cache is full.
     public func put(_ uuid: UUID, bundleId: String, _ verified: VerifiedNotification) {
-        var kept = verified
-        // Verified already, and not needed again: the renewal info's decoded form is.
-        kept.payload.data?.signedRenewalInfo = nil
         let now = ContinuousClock.now
-        let entry = Entry(bundleId: bundleId.lowercased(), verified: kept, at: now)
+        let entry = Entry(bundleId: bundleId.lowercased(), verified: verified, at: now)
         state.withLock { s in
             if s.entries.count >= capacity, s.swept.map({ now - $0 > .seconds(1) }) ?? true {
                 s.swept = now

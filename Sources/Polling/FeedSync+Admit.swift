@@ -10,11 +10,15 @@ public enum NotificationAdmission: Sendable {
 }
 
 extension FeedSync {
-    /// Verifies one posted `signedPayload` exactly as the feed verifies an inbox row (chain,
-    /// OIDs, bundle id and app Apple id, environment, the inner JWS; a Sandbox notification
-    /// accepted in a Production deployment), so what serve stores, the applier will apply.
+    /// Verifies one posted `signedPayload` as the feed verifies an inbox row, up to its inner
+    /// JWS: chain, OIDs, bundle id and app Apple id, environment (a Sandbox notification
+    /// accepted in a Production deployment), as Apple's libraries verify a notification. Its
+    /// inner signed transaction and renewal info are bytes that signature covers; the applier
+    /// verifies them before deciding anything (``drainInbox``), and one that fails there is
+    /// quarantined as from the history.
     public func admit(_ signedPayload: String) async -> NotificationAdmission {
-        guard let input = await verify([(signedPayload, nil)], source: .inbox).first else { return .rejected("nothing to verify") }
+        let alsoSandbox = environments.contains(.sandbox) && environment != .sandbox
+        let input = await verifyOne(signedPayload, inboxId: nil, source: .inbox, environment: nil, alsoSandbox: alsoSandbox, inner: false)
         switch input.verdict {
         case .verified(let v): return .verified(v)
         case .rejected(let why): return .rejected(why)

@@ -230,16 +230,17 @@ public struct FeedSync: Sendable {
 
     /// One payload verified: in `environment`, or (nil) in the configured one and, when
     /// `alsoSandbox`, in Sandbox for a payload that says it is from there.
+    /// `inner: false`: the inner JWS are left to ``completeNotification`` (serve's door).
     func verifyOne(_ payload: String, inboxId: Int64?, source: NotificationSource, environment: AppStoreEnvironment?,
-                   alsoSandbox: Bool) async -> FeedInput {
+                   alsoSandbox: Bool, inner: Bool = true) async -> FeedInput {
         do {
             let verified: VerifiedNotification
             do throws(JWSVerificationFailure) {
-                verified = try await client.verifyNotification(payload, environment: environment)
+                verified = try await client.verifyNotification(payload, environment: environment, inner: inner)
             } catch {
                 guard alsoSandbox, case .environmentMismatch(_, let actual) = error,
                       actual == AppStoreEnvironment.sandbox.rawValue else { throw error }
-                verified = try await client.verifyNotification(payload, environment: .sandbox)
+                verified = try await client.verifyNotification(payload, environment: .sandbox, inner: inner)
             }
             return FeedInput(signedPayload: payload, verdict: .verified(verified), source: source, inboxId: inboxId)
         } catch {
@@ -305,13 +306,15 @@ public struct FeedSync: Sendable {
         return summary
     }
 
-    /// This feed's rows of `rows`, in their order: those this process verified as they came
-    /// in, as they were; the others read and verified.
+    /// This feed's rows of `rows`, in their order: those this process's door verified as they
+    /// came in, their inner JWS verified now; the others (and any whose inner JWS fail, to be
+    /// quarantined with their payload) read and verified whole.
     private func inboxInputs(_ rows: [(id: Int64, notificationUUID: UUID?)]) async throws -> [FeedInput] {
-        var known: [Int64: VerifiedNotification] = [:]
+        var taken: [(id: Int64, outer: VerifiedNotification)] = []
         for row in rows {
-            if let uuid = row.notificationUUID, let v = verifiedBefore(uuid) { known[row.id] = v }
+            if let uuid = row.notificationUUID, let v = verifiedBefore(uuid) { taken.append((row.id, v)) }
         }
+        let known = await completed(taken)
         let payloads = try await store.notificationInboxPayloads(rows.map(\.id).filter { known[$0] == nil })
         let read = rows.compactMap { row in payloads[row.id].map { (payload: $0, inboxId: Optional(row.id)) } }
             .filter { takesInboxRow(InboxPayload.claimedBundleId($0.payload)) }
@@ -322,6 +325,29 @@ public struct FeedSync: Sendable {
         return rows.compactMap { row in
             // A payload verified here needs no copy: only a rejected one's is kept (quarantine).
             known[row.id].map { FeedInput(signedPayload: "", verdict: .verified($0), source: .inbox, inboxId: row.id) } ?? checked[row.id]
+        }
+    }
+
+    /// The inner JWS of notifications verified by the door, on as many lanes as cores; those
+    /// that fail are left out (read and verified whole by the caller).
+    private func completed(_ taken: [(id: Int64, outer: VerifiedNotification)]) async -> [Int64: VerifiedNotification] {
+        let client = self.client
+        let lanes = max(1, ProcessInfo.processInfo.activeProcessorCount)
+        let chunk = max(1, (taken.count + lanes - 1) / lanes)
+        return await withTaskGroup(of: [(Int64, VerifiedNotification)].self) { group in
+            for start in stride(from: 0, to: taken.count, by: chunk) {
+                let slice = taken[start..<min(start + chunk, taken.count)]
+                group.addTask {
+                    var out: [(Int64, VerifiedNotification)] = []
+                    for (id, outer) in slice {
+                        if let v = try? await client.completeNotification(outer) { out.append((id, v)) }
+                    }
+                    return out
+                }
+            }
+            var all: [Int64: VerifiedNotification] = [:]
+            for await part in group { for (id, v) in part { all[id] = v } }
+            return all
         }
     }
 }

@@ -89,6 +89,37 @@ struct NotificationTests {
         await expectFailure(.untrustedChain, try pki.sign(payload))
     }
 
+    @Test("in two steps (serve's door, then its applier): the notification's own signature and app first, as Apple's libraries check; the inner JWS when completed, with the same failures as in one step")
+    func verifiedInTwoSteps() async throws {
+        let jws = try notification()
+        let outer = try await verifier.verifyNotification(jws, environment: .production, appAppleId: Self.appAppleId, inner: false)
+        #expect(!outer.innerVerified && outer.transaction == nil && outer.renewalInfo == nil)
+        let whole = try await verifier.completeNotification(outer)
+        #expect(whole.innerVerified && whole.transaction?.transactionId == "2000000000000002" && whole.renewalInfo?.autoRenewStatus == .off)
+        #expect(whole == (try await verifier.verifyNotification(jws, environment: .production, appAppleId: Self.appAppleId)))
+        // The first step refuses what it checks: another chain, another app.
+        await #expect(throws: JWSVerificationFailure.untrustedChain) {
+            try await verifier.verifyNotification(try notification(signer: try TestPKI()), environment: .production, appAppleId: Self.appAppleId, inner: false)
+        }
+        await #expect(throws: JWSVerificationFailure.bundleIdMismatch(expected: Payloads.bundleId, actual: "com.example.other")) {
+            try await verifier.verifyNotification(try notification(bundleId: "com.example.other"), environment: .production,
+                                                  appAppleId: Self.appAppleId, inner: false)
+        }
+        // An inner JWS of another root passes the first step and fails the second.
+        let rogue = try TestPKI()
+        let data = NotificationData(appAppleId: Self.appAppleId, bundleId: Payloads.bundleId, rawEnvironment: "Production",
+                                    signedTransactionInfo: try rogue.sign(Payloads.transaction()))
+        let payload = ResponseBodyV2DecodedPayload(notificationType: "DID_RENEW", notificationUUID: "u", data: data, signedDate: TestPKI.signedDate)
+        let first = try await verifier.verifyNotification(try pki.sign(payload), environment: .production, appAppleId: Self.appAppleId, inner: false)
+        await #expect(throws: JWSVerificationFailure.untrustedChain) { try await verifier.completeNotification(first) }
+        let mismatched = try await verifier.verifyNotification(
+            try notification(renewal: Payloads.renewal(originalTransactionId: "2000000000000009")), environment: .production,
+            appAppleId: Self.appAppleId, inner: false)
+        await #expect(throws: JWSVerificationFailure.originalTransactionIdMismatch(expected: "2000000000000001", actual: "2000000000000009")) {
+            try await verifier.completeNotification(mismatched)
+        }
+    }
+
     @Test func forgedTruncatedOrKeylessNotificationsAreRejected() async throws {
         await expectFailure(.untrustedChain, try notification(signer: try TestPKI()))
         let jws = try notification()

@@ -44,9 +44,9 @@ struct ServeDoorFirstTests {
         #expect(cache.take(a, bundleId: "com.example.other") == nil)
         let taken = cache.take(a, bundleId: "com.example.APP")
         #expect(taken?.notificationUUID == a.uuidString)
-        // What the applier needs is kept; the renewal's signed form (verified already) is not.
+        // The inner JWS stay, for the applier to verify.
         #expect(taken?.payload.data?.signedTransactionInfo == "t.t.t")
-        #expect(taken?.payload.data?.signedRenewalInfo == nil)
+        #expect(taken?.payload.data?.signedRenewalInfo == "r.r.r")
         #expect(cache.take(a, bundleId: "com.example.app") == nil)
         cache.remove(b)
         #expect(cache.count == 0)

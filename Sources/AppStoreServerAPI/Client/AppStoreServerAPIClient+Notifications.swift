@@ -56,9 +56,15 @@ extension AppStoreServerAPIClient {
     /// Production), environment (default: the configured one), and the signed transaction and
     /// renewal info inside it.
     public func verifyNotification(
-        _ signedPayload: String, environment: AppStoreEnvironment? = nil
+        _ signedPayload: String, environment: AppStoreEnvironment? = nil, inner: Bool = true
     ) async throws(JWSVerificationFailure) -> VerifiedNotification {
         try await verifier.verifyNotification(
-            signedPayload, environment: environment ?? configuration.environment, appAppleId: configuration.appAppleId)
+            signedPayload, environment: environment ?? configuration.environment, appAppleId: configuration.appAppleId, inner: inner)
+    }
+
+    /// The inner JWS of a notification verified with `inner: false`
+    /// (``SignedDataVerifier/completeNotification(_:)``).
+    public func completeNotification(_ outer: VerifiedNotification) async throws(JWSVerificationFailure) -> VerifiedNotification {
+        try await verifier.completeNotification(outer)
     }
 }

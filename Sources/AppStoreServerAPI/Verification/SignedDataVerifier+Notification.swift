@@ -17,6 +17,9 @@ public struct VerifiedNotification: Sendable, Hashable {
     public var transaction: JWSTransactionDecodedPayload?
     /// `data.signedRenewalInfo`, verified; nil when the notification carries none.
     public var renewalInfo: JWSRenewalInfoDecodedPayload?
+    /// False when only the notification's own signature was verified (`inner: false`): then
+    /// `transaction` and `renewalInfo` are nil until ``SignedDataVerifier/completeNotification(_:)``.
+    public var innerVerified = true
 
     public var notificationType: String? { payload.notificationType }
     public var subtype: String? { payload.subtype }
@@ -31,15 +34,31 @@ extension SignedDataVerifier {
     /// Goes further than Apple's libraries: the inner `signedTransactionInfo` and
     /// `signedRenewalInfo` are verified in the same environment and must name one subscription,
     /// and `notificationUUID` and `signedDate` must be present (they are the feed's keys).
+    ///
+    /// With `inner: false`, only what Apple's libraries check (the notification's signature,
+    /// chain and app): its inner JWS are bytes of the payload that signature covers, and are
+    /// verified by ``completeNotification(_:)`` before anything is decided from them.
     public func verifyNotification(
-        _ signedPayload: String, environment: AppStoreEnvironment, appAppleId: Int64?
+        _ signedPayload: String, environment: AppStoreEnvironment, appAppleId: Int64?, inner: Bool = true
     ) async throws(JWSVerificationFailure) -> VerifiedNotification {
         let payload = try await verify(signedPayload, as: ResponseBodyV2DecodedPayload.self)
         try Self.checkApp(payload, bundleId: bundleId, environment: environment, appAppleId: appAppleId)
         guard let uuid = payload.notificationUUID, !uuid.isEmpty, let signedDate = payload.signedDate else {
             throw .malformedPayload
         }
-        var verified = VerifiedNotification(payload: payload, notificationUUID: uuid, signedDate: signedDate, environment: environment)
+        let outer = VerifiedNotification(payload: payload, notificationUUID: uuid, signedDate: signedDate, environment: environment,
+                                         innerVerified: false)
+        return inner ? try await completeNotification(outer) : outer
+    }
+
+    /// A notification verified with `inner: false`, its inner signed transaction and renewal
+    /// info verified in its environment (they must name one subscription). One verified
+    /// whole already is returned as it is.
+    public func completeNotification(_ outer: VerifiedNotification) async throws(JWSVerificationFailure) -> VerifiedNotification {
+        guard !outer.innerVerified else { return outer }
+        let (payload, environment) = (outer.payload, outer.environment)
+        var verified = outer
+        verified.innerVerified = true
         if let jws = payload.data?.signedTransactionInfo {
             verified.transaction = try await verifyTransaction(jws, environment: environment)
         }
