@@ -30,10 +30,11 @@ public final class VerifiedCache: Sendable {
     private let capacity: Int
     private let maxAge: Duration
 
-    /// - Parameter capacity: entries kept at most (each a few KB: the decoded notification and
-    ///   its inner JWS, which the applier verifies).
+    /// - Parameters:
+    ///   - capacity: entries kept at most (each a few KB: the decoded notification and its inner
+    ///     JWS, which the applier verifies).
     ///   - maxAge: how old an entry may be before a full cache drops it.
-    public init(capacity: Int = 1_000, maxAge: Duration = .seconds(60)) {
+    public init(capacity: Int = 500, maxAge: Duration = .seconds(60)) {
         (self.capacity, self.maxAge) = (capacity, maxAge)
     }
 
