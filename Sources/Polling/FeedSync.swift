@@ -111,10 +111,6 @@ public struct FeedSync: Sendable {
     func verify(_ payloads: [(payload: String, inboxId: Int64?)], source: NotificationSource,
                 environment: AppStoreEnvironment? = nil) async -> [FeedInput] {
         let alsoSandbox = environment == nil && environments.contains(.sandbox) && self.environment != .sandbox
-        if payloads.count == 1, let (payload, inboxId) = payloads.first {
-            // One (serve's receiver): verified here, not in a task of its own.
-            return [await verifyOne(payload, inboxId: inboxId, source: source, environment: environment, alsoSandbox: alsoSandbox)]
-        }
         let lanes = max(1, ProcessInfo.processInfo.activeProcessorCount)
         let chunk = max(1, (payloads.count + lanes - 1) / lanes)
         return await withTaskGroup(of: (Int, [FeedInput]).self) { group in
