@@ -34,6 +34,11 @@ public struct PlanWindows: Sendable, Equatable, Codable {
     /// net (``DueReason/periodEndUnnotified``, ``DueReason/billingNoNews``); the others are
     /// planned by the windows. Set by the run, not a flag.
     public var feedEnvironments: Set<AppStoreEnvironment> = []
+    /// The environments whose change feed's first sync has not read its history through (in a
+    /// Production deployment: Sandbox, while Apple's Sandbox is unreachable): their subscriptions
+    /// are not planned at all. A poll before the first sync would take their state first, and
+    /// the history read later would be logged as news. Set by the run, not a flag.
+    public var heldEnvironments: Set<AppStoreEnvironment> = []
     /// The environment of a subscription registered without one (APPSTORE_ENVIRONMENT).
     public var configuredEnvironment = AppStoreEnvironment.production
     /// Some subscriptions are planned by the change feed.

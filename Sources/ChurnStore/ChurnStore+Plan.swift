@@ -129,10 +129,14 @@ extension ChurnStore {
         let reason = PostgresQuery.joined(rules.map { "WHEN \($0.condition) THEN \($0.reason.rawValue)" }, separator: "\n")
         let priority = PostgresQuery.joined(rules.map { "WHEN \($0.condition) THEN \($0.reason.priority)" }, separator: "\n")
         let due = PostgresQuery.joined(rules.map { "(\($0.condition))" }, separator: "\nOR ")
+        // Subscriptions of an environment whose first sync is not read through wait for it.
+        let held = windows.heldEnvironments.map(\.rawValue).sorted()
+        let notHeld: PostgresQuery = held.isEmpty ? "true"
+            : "coalesce(environment, \(windows.configuredEnvironment.rawValue)) <> ALL(\(held)::text[])"
         return """
             SELECT original_transaction_id, CASE \(reason) END AS reason, CASE \(priority) END AS priority\(columns)
             FROM churnwatch.subscriptions
-            WHERE bundle_id = \(app) AND (\(due))
+            WHERE bundle_id = \(app) AND \(notHeld) AND (\(due))
             """
     }
 

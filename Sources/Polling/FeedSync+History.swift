@@ -12,7 +12,8 @@ extension FeedSync {
     ///
     /// Apple failing (an outage, a refused key) ends the history part early with
     /// ``FeedSummary/stop`` set (``AppleAnswer/stop(_:prefix:)``) and the cursor where it was:
-    /// the caller plans by the windows.
+    /// the caller plans by the windows. In a Production deployment the Sandbox history's
+    /// failure is ``FeedSummary/sandboxFailure`` instead: Production's work is done.
     ///
     /// `stop` (a signal, the time budget) is asked before every page: once it gives one, what
     /// was read is committed with its cursor and the sync returns with ``FeedSummary/stop`` set
@@ -20,11 +21,17 @@ extension FeedSync {
     public func sync(now: Date, runId: Int64? = nil, stop: @Sendable () -> RunStop? = { nil }) async throws -> FeedSummary {
         var summary = FeedSummary()
         for environment in environments {
-            let part = try await syncHistory(environment, now: now, runId: runId, stop: stop)
+            var part = try await syncHistory(environment, now: now, runId: runId, stop: stop)
+            if environment != self.environment, let failure = part.stop, !failure.isAskedFor {
+                // The Sandbox of a Production deployment: its failure is reported, not a stop
+                // (a page cut by a stop asked meanwhile is that stop).
+                part.stop = stop()
+                if part.stop == nil { part.sandboxFailure = failure }
+            }
             summary.merge(part)
             if summary.stop?.isAskedFor == true { return summary }
             // A refused key or an untrusted server is the deployment's fault, not one history's:
-            // nothing more is read until it is fixed.
+            // nothing more is read until it is fixed (Production's is read first).
             if part.stop?.refusesEveryCall == true { break }
         }
         summary.add(try await drainInbox(now: now, runId: runId))

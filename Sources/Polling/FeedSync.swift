@@ -35,6 +35,11 @@ public struct FeedSummary: Sendable, Equatable {
     /// The environments whose history was read through to the sync's moment with no gap: their
     /// subscriptions may be planned by the feed.
     public var readThrough: Set<AppStoreEnvironment> = []
+    /// In a Production deployment, why the Sandbox history ended early (Apple's failure there:
+    /// an outage, a refused connection, a proxy that allows only Production). Reported, never
+    /// ``stop``: Production's history was read before it, and a Sandbox outage must not stop a
+    /// Production night. The Sandbox cursor stays where it was; the next sync retries from it.
+    public var sandboxFailure: RunStop?
 
     public init() {}
 
@@ -53,6 +58,7 @@ public struct FeedSummary: Sendable, Equatable {
         gap = gap ?? other.gap
         if stop == nil || (stop?.isAskedFor == false && other.stop?.isAskedFor == true) { stop = other.stop ?? stop }
         readThrough.formUnion(other.readThrough)
+        sandboxFailure = sandboxFailure ?? other.sandboxFailure
     }
 }
 

@@ -51,6 +51,10 @@ extension RunEngine {
         } else {
             logger.info("synced the change feed", metadata: metadata)
         }
+        if let sandbox = summary.sandboxFailure {
+            logger.warning("the Sandbox history is unavailable: Production's night goes on; Sandbox subscriptions are planned by the windows tonight (held back until its first sync reads through), and the next sync retries from its cursor",
+                           metadata: ["error": "\(sandbox.detail)"])
+        }
         if summary.gap != nil {
             logger.warning("the change feed has a gap (the cursor is older than Apple's history): planning by the windows tonight")
         }

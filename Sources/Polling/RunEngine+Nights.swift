@@ -1,3 +1,4 @@
+import AppStoreModels
 import ChurnModel
 import ChurnStore
 import Foundation
@@ -15,7 +16,10 @@ extension RunEngine {
             windows.feedEnvironments = try await syncFeed(feed, locks: locks)
             if let asked = feedSummary?.stop, asked.isAskedFor { return .stopped(runId: nil, asked) }
             // A refused key would refuse the answers too; a first sync cut short has read no request.
-            if let stop = try await persist("feed check", { try await self.feedStop(feed) }) { return .stopped(runId: nil, stop) }
+            switch try await persist("feed check", { try await self.feedGate(feed) }) {
+            case .stop(let stop): return .stopped(runId: nil, stop)
+            case .plan(let held): windows.heldEnvironments = held
+            }
             if let answerer = options.refunds { await answerRefunds(answerer) }
         }
         guard let plan = try await planNights(locks: locks, windows: windows) else {
@@ -60,20 +64,37 @@ extension RunEngine {
         var done: Int64?
     }
 
-    /// Why the night stops after the change feed's sync, before anything is planned; nil: go on.
-    /// Apple refusing the key (or a server not trusted) stops it: every poll would fail alike.
-    /// A first sync not read through (Apple unavailable, however many nights it takes) stops it
-    /// too: a run planned before the sync established the subscriptions would poll them first,
-    /// and the history read later would be logged as news.
-    func feedStop(_ feed: FeedSync) async throws -> RunStop? {
-        guard let stop = feedSummary?.stop else { return nil }
-        if stop.refusesEveryCall { return stop }
+    /// What the night does after the change feed's sync: stop before planning, or plan with the
+    /// subscriptions of some environments held back.
+    enum FeedGate: Sendable, Equatable {
+        case stop(RunStop)
+        /// Plan, leaving out the subscriptions of these environments (``PlanWindows/heldEnvironments``).
+        case plan(held: Set<AppStoreEnvironment>)
+    }
+
+    /// Apple refusing the key (or a server not trusted) stops the night: every poll would fail
+    /// alike. The deployment's own environment whose first sync is not read through (Apple
+    /// unavailable, however many nights it takes) stops it too: a run planned before the sync
+    /// established the subscriptions would poll them first, and the history read later would
+    /// be logged as news. In a Production deployment, a Sandbox whose first sync is not read
+    /// through holds back only the Sandbox subscriptions: a Sandbox outage (or an egress proxy
+    /// that allows only Production) never stops a Production night.
+    func feedGate(_ feed: FeedSync) async throws -> FeedGate {
+        if let stop = feedSummary?.stop, stop.refusesEveryCall { return .stop(stop) }
+        var held = Set<AppStoreEnvironment>()
         for environment in feed.environments where try await store.feedStateRead(environment: environment).cursor.syncedUntil == nil {
-            logger.notice("the change feed's first sync is not read through: nothing planned before it is (the next run resumes it)",
-                          metadata: ["environment": "\(environment.rawValue)", "error": "\(stop.detail)"])
-            return stop
+            held.insert(environment)
         }
-        return nil
+        if held.contains(feed.environment), let stop = feedSummary?.stop ?? feedSummary?.sandboxFailure {
+            logger.notice("the change feed's first sync is not read through: nothing planned before it is (the next run resumes it)",
+                          metadata: ["environment": "\(feed.environment.rawValue)", "error": "\(stop.detail)"])
+            return .stop(stop)
+        }
+        for environment in held.sorted(by: { $0.rawValue < $1.rawValue }) {
+            logger.warning("the \(environment.rawValue) history's first sync is not read through: its subscriptions are not planned until it is (the next sync retries from its cursor)",
+                           metadata: ["environment": "\(environment.rawValue)", "error": "\(feedSummary?.sandboxFailure?.detail ?? "-")"])
+        }
+        return .plan(held: held)
     }
 
     /// Plans the night. A PostgreSQL restart meanwhile is ridden out like one mid-run: planning

@@ -60,6 +60,9 @@ enum FeedSummaryText {
         if let stop = s.stop {
             line += stop.isAskedFor ? "; stopped: \(stop.reason) (the next sync resumes)" : "; stopped early: \(stop.detail) (the next sync resumes)"
         }
+        if let sandbox = s.sandboxFailure {
+            line += "; \(sandbox.detail) (Production's history is read; the next sync retries Sandbox's from its cursor)"
+        }
         return line
     }
 }

@@ -28,6 +28,9 @@ struct RunMetrics: Sendable, Equatable {
     /// feed is off, or could not be read).
     var feed: FeedStatus?
     var feedSync: FeedSummary?
+    /// Each history the feed reads (Production's, and Sandbox's in a Production deployment):
+    /// whether its first sync is read through (false: its subscriptions are not planned).
+    var feedFirstSyncDone: [AppStoreEnvironment: Bool] = [:]
     /// The moment the feed's cursor age is measured at (the run's as-of).
     var asOf = Date(timeIntervalSince1970: 0)
     /// Refund requests Apple signed in the 24 hours before `asOf` (nil: the feed is off).
@@ -134,6 +137,29 @@ struct RunMetrics: Sendable, Equatable {
         }
         out.family("churnwatch_feed_inbox_pending", .gauge, "Rows of churnwatch.notification_inbox not processed yet.")
         out.sample("churnwatch_feed_inbox_pending", [], Double(feed.inboxPending))
+        historySamples(into: &out)
+    }
+
+    /// Alert on `churnwatch_feed_history_read_through{environment="Sandbox"}` at 0 for days: the
+    /// Sandbox history fails while Production's nights go on (its subscriptions by the windows,
+    /// or not planned while its first sync is pending).
+    private func historySamples(into out: inout Exposition) {
+        let environments = feedFirstSyncDone.keys.sorted { $0.rawValue < $1.rawValue }
+        guard !environments.isEmpty else { return }
+        if let sync = feedSync {
+            out.family("churnwatch_feed_history_read_through", .gauge,
+                       "1 when this run's sync read the environment's notification history through, 0 when Apple failed it.")
+            for environment in environments {
+                out.sample("churnwatch_feed_history_read_through", [("environment", environment.rawValue)],
+                           sync.readThrough.contains(environment) ? 1 : 0)
+            }
+        }
+        out.family("churnwatch_feed_first_sync_pending", .gauge,
+                   "1 while the environment's first sync is not read through: its subscriptions are not planned.")
+        for environment in environments {
+            out.sample("churnwatch_feed_first_sync_pending", [("environment", environment.rawValue)],
+                       feedFirstSyncDone[environment] == true ? 0 : 1)
+        }
     }
 
     typealias Exposition = PrometheusText
@@ -243,6 +269,9 @@ extension MetricsFile {
         if let feed {
             metrics.feed = try? await store.feedStatus(environment: feed.environment, asOf: feed.asOf)
             metrics.feedSync = feed.sync
+            for environment in feed.environment == .production ? [.production, .sandbox] : [feed.environment] {
+                metrics.feedFirstSyncDone[environment] = try? await store.feedStateRead(environment: environment).cursor.syncedUntil != nil
+            }
             metrics.asOf = feed.asOf
             metrics.refunds = try? await store.refundSummary(since: feed.asOf.addingTimeInterval(-86_400), until: feed.asOf)
         }

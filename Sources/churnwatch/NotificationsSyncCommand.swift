@@ -91,6 +91,11 @@ struct NotificationsSyncCommand: AsyncParsableCommand {
                 throw error
             }
             out.lines.append(FeedSummaryText.line(summary, what: "notifications sync"))
+            if let sandbox = summary.sandboxFailure {
+                // Not a failure of this sync: Production's history is read (docs/contracts.md, exit codes).
+                logger.warning("the Sandbox history is unavailable: Production's is read; the next sync retries Sandbox's from its cursor",
+                               metadata: ["error": "\(sandbox.detail)"])
+            }
             if let answerer {
                 // Requests read after their deadline are past it (recorded so on reading), and
                 // counted whether or not the pass below runs.

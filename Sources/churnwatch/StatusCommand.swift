@@ -48,9 +48,14 @@ struct StatusCommand: AsyncParsableCommand {
             let stores = try await app.readingStores(global)
             guard let database = stores.first?.database else { throw AppOptions.noAppsYet }
             let environments = Dictionary(try await database.appsList().map { ($0.bundleId, $0.environment) }) { first, _ in first }
+            func environment(_ store: ChurnStore) -> AppStoreEnvironment {
+                environments[store.app].flatMap { $0 }.flatMap(AppStoreEnvironment.init(registered:)) ?? FeedStatusText.environment()
+            }
             func feed(_ store: ChurnStore) async throws -> FeedStatus {
-                let named = environments[store.app].flatMap { $0 }.flatMap(AppStoreEnvironment.init(registered:))
-                return try await store.feedStatus(environment: named ?? FeedStatusText.environment(), asOf: now)
+                try await store.feedStatus(environment: environment(store), asOf: now)
+            }
+            func sandbox(_ store: ChurnStore) async throws -> FeedState? {
+                environment(store) == .production ? try await store.feedStateRead(environment: .sandbox) : nil
             }
             var shown: [AppStatus] = []
             if let runId {
@@ -59,10 +64,11 @@ struct StatusCommand: AsyncParsableCommand {
                     throw CLIError(description: "no run \(runId)", exitCode: Self.unknownRun)
                 }
                 let store = try await database.app(owner)
-                shown = [AppStatus(app: owner, status: status, feed: try await feed(store), measuredAt: now)]
+                shown = [AppStatus(app: owner, status: status, feed: try await feed(store), measuredAt: now, sandbox: try await sandbox(store))]
             } else {
                 for store in stores {
-                    shown.append(AppStatus(app: store.app, status: try await store.runStatus(nil, now: now), feed: try await feed(store), measuredAt: now))
+                    shown.append(AppStatus(app: store.app, status: try await store.runStatus(nil, now: now), feed: try await feed(store),
+                                           measuredAt: now, sandbox: try await sandbox(store)))
                 }
             }
             if json {

@@ -8,6 +8,9 @@ struct AppStatus {
     var feed: FeedStatus
     /// The moment the figures are measured at (`--as-of`).
     var measuredAt: Date
+    /// A Production app's Sandbox history, read by the same syncs on its own cursor (nil: a
+    /// Sandbox deployment).
+    var sandbox: FeedState? = nil
 
     /// The feed is shown once it was ever used.
     var feedUsed: Bool {
@@ -16,8 +19,21 @@ struct AppStatus {
 
     /// The run's lines (or "no runs yet"), then the feed's once used.
     var text: [String] {
-        (status.map(StatusCommand.text) ?? ["no runs yet"]) + (feedUsed ? [FeedStatusText.line(feed, asOf: measuredAt)] : [])
+        (status.map(StatusCommand.text) ?? ["no runs yet"])
+            + (feedUsed ? [FeedStatusText.line(feed, asOf: measuredAt)] + sandboxLine : [])
     }
+
+    /// The Sandbox history's line: how far it is read, or that its first sync holds its
+    /// subscriptions back.
+    var sandboxLine: [String] {
+        guard let sandbox else { return [] }
+        guard let until = sandbox.cursor.syncedUntil else {
+            return ["Sandbox history: the first sync is not read through: Sandbox subscriptions are not planned until it is (each sync retries it)"]
+        }
+        let cursor = Date(timeIntervalSince1970: Double(until) / 1000)
+        return ["Sandbox history: read up to \(isoTime(cursor)) (\(formatDuration(max(0, measuredAt.timeIntervalSince(cursor)))) ago)"]
+    }
+
 }
 
 /// `churnwatch status --json`: one object. Its fields are the first app's (the default app, or
@@ -28,6 +44,7 @@ struct StatusJSON: Encodable {
     var bundleId: String?
     var run: RunStatusJSON?
     var feed: FeedStatusJSON?
+    var sandboxFeed: SandboxFeedJSON?
     var apps: [StatusJSON]?
 
     init(_ shown: [AppStatus]) {
@@ -39,10 +56,11 @@ struct StatusJSON: Encodable {
         bundleId = s.app.isEmpty ? nil : s.app
         run = s.status.map(RunStatusJSON.init)
         feed = s.feedUsed ? FeedStatusJSON(s.feed, asOf: s.measuredAt) : nil
+        sandboxFeed = s.feedUsed ? s.sandbox.map { SandboxFeedJSON($0, asOf: s.measuredAt) } : nil
     }
 
     enum CodingKeys: String, CodingKey {
-        case bundle_id, run, items, calls, workers, active_seconds, items_per_second, eta_seconds, measured_at, feed, apps
+        case bundle_id, run, items, calls, workers, active_seconds, items_per_second, eta_seconds, measured_at, feed, sandbox_feed, apps
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -50,6 +68,7 @@ struct StatusJSON: Encodable {
         try c.encode(bundleId, forKey: .bundle_id)
         if let run { try run.encode(into: &c) } else { try c.encodeNil(forKey: .run) }
         try c.encodeIfPresent(feed, forKey: .feed)
+        try c.encodeIfPresent(sandboxFeed, forKey: .sandbox_feed)
         try c.encodeIfPresent(apps, forKey: .apps)
     }
 }
@@ -111,4 +130,25 @@ struct RunStatusJSON {
     }
 
     static func round(_ x: Double) -> Double { (x * 1000).rounded() / 1000 }
+}
+
+/// A Production app's Sandbox history in `churnwatch status --json` (`sandbox_feed`).
+struct SandboxFeedJSON: Encodable {
+    var synced_until: Date?, cursor_age_seconds: Double?, first_sync_pending: Bool, last_sync_at: Date?
+
+    init(_ state: FeedState, asOf: Date) {
+        let until = state.cursor.syncedUntil.map { Date(timeIntervalSince1970: Double($0) / 1000) }
+        synced_until = until
+        cursor_age_seconds = until.map { max(0, asOf.timeIntervalSince($0)) }
+        first_sync_pending = until == nil
+        last_sync_at = state.lastSyncAt
+    }
+
+    enum CodingKeys: String, CodingKey { case synced_until, cursor_age_seconds, first_sync_pending, last_sync_at }
+
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(synced_until, forKey: .synced_until); try c.encode(cursor_age_seconds, forKey: .cursor_age_seconds)
+        try c.encode(first_sync_pending, forKey: .first_sync_pending); try c.encode(last_sync_at, forKey: .last_sync_at)
+    }
 }

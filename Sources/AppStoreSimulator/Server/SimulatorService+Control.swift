@@ -33,6 +33,14 @@ extension SimulatorService {
             return r
         case ("GET", "/_sim/info"):
             return info()
+        case ("POST", "/_sim/outage"):
+            // ?environment=Sandbox&status=503 starts an outage there (500 or 503); status=0 ends it.
+            guard let e = q["environment"].flatMap(SimEnvironment.init(rawValue:)), let status = q["status"].flatMap(Int.init),
+                  [0, 500, 503].contains(status) else {
+                return bad("POST /_sim/outage wants ?environment=Production|Sandbox&status=500|503 (0 ends the outage)")
+            }
+            outages.withLock { $0[e] = status == 0 ? nil : status }
+            return .json(200, Array("{}".utf8))
         default:
             switch selectedApp(req, query: q) {
             case .success(let app): return app.control(req, query: q)

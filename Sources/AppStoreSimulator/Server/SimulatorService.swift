@@ -19,6 +19,9 @@ public final class SimulatorService: Sendable {
     /// Verified tokens: the `Authorization` value → its `exp` and app.
     private let tokens = Mutex([String: VerifiedToken]())
     private let requestCounter = Mutex<UInt64>(0)
+    /// Environments in an outage (`POST /_sim/outage`): every `/inApps` request there is answered
+    /// with this status (500 or 503) before anything else, until switched off.
+    let outages = Mutex([SimEnvironment: Int]())
 
     struct BucketKey: Hashable {
         var app: Int
@@ -116,6 +119,13 @@ public final class SimulatorService: Sendable {
     /// Auth (401; the token's `bid` picks the app), the app's rate limit (429), request faults,
     /// then the app's endpoint. Requests that name no app are counted in the first app's stats.
     private func inApps(_ req: SimRequest, endpoint: String, id: String?) -> SimResponse {
+        if let status = outages.withLock({ $0[req.environment] }) {
+            apps[0].stats.withLock {
+                $0.faults["outage", default: 0] += 1
+                $0.count(endpoint, status)
+            }
+            return .error(AppleError(status, 5_000_001, "An unknown error occurred. Please try again."))
+        }
         let wallMs = SimClock.wallNow()
         let index: Int
         switch authenticate(req.authorization, wallSeconds: wallMs / 1000) {
