@@ -45,8 +45,13 @@ struct CLIRunner {
         try await OwnThread.run { try runBlocking(arguments, environment: environment) }
     }
 
-    /// Starts `process` while no other test starts one: Foundation's `Process.run()` crashed
-    /// (a memcpy past a page) when many suites started children at once.
+    /// Starts `process` while no other test starts one. Foundation's `Process.run()` (Swift
+    /// 6.3) lists /proc/self/fd to close every descriptor in the child, copying each directory
+    /// entry at its declared size (swift-corelibs-foundation fixed it later: "readdir(3) returns
+    /// dirent records sized to d_reclen ... a struct copy can read past the end of glibc's
+    /// readdir buffer and SIGSEGV"). The buffer fills only when the process holds more than about
+    /// 1,300 descriptors: the harness closes every pipe when its child is done (RunningCLI,
+    /// SimulatorProcess, runBlocking), which keeps it far below that.
     static func spawn(_ process: Process) throws {
         spawnLock.lock()
         defer { spawnLock.unlock() }
@@ -78,6 +83,9 @@ struct CLIRunner {
         let outData = out.fileHandleForReading.readDataToEndOfFile()
         errDone.wait()
         let errData = errBox.data
+        // Closed now, not whenever Foundation lets the pipes go.
+        try? out.fileHandleForReading.close()
+        try? err.fileHandleForReading.close()
         return Result(status: ChildExit.status(of: process),
                       stdout: String(decoding: outData, as: UTF8.self),
                       stderr: String(decoding: errData, as: UTF8.self))
@@ -159,15 +167,20 @@ final class RunningCLI: @unchecked Sendable {
         process.environment = env
         process.standardOutput = out
         process.standardError = err
+        // At the end of a stream (the child exited) the handler is removed: a readable pipe at
+        // its end would call it for ever, and its descriptor would stay open for the rest of the
+        // test process (Foundation's Process.run() crashes once it holds more than about 1,300).
         out.fileHandleForReading.readabilityHandler = { [weak self] h in
             let d = h.availableData
-            guard let self, !d.isEmpty else { return }
+            guard !d.isEmpty else { h.readabilityHandler = nil; return }
+            guard let self else { return }
             self.lock.withLock { self.stdoutData.append(d) }
             self.stderrSignal.signal()
         }
         err.fileHandleForReading.readabilityHandler = { [weak self] h in
             let d = h.availableData
-            guard let self, !d.isEmpty else { return }
+            guard !d.isEmpty else { h.readabilityHandler = nil; return }
+            guard let self else { return }
             self.lock.withLock { self.stderrData.append(d) }
             self.stderrSignal.signal()
         }

@@ -68,7 +68,8 @@ final class SimulatorProcess: @unchecked Sendable {
             throw CLITestError("appstore-sim did not start: \(String(decoding: buffer, as: UTF8.self).prefix(500))")
         }
         // Keep draining its output so it never blocks on a full pipe.
-        handle.readabilityHandler = { h in _ = h.availableData }
+        // (Removed at the end of the stream, when it exited: see CLIRunner.spawn.)
+        handle.readabilityHandler = { h in if h.availableData.isEmpty { h.readabilityHandler = nil } }
         let envText = try String(contentsOf: dir.appendingPathComponent("pki/churnwatch.env"), encoding: .utf8)
         var env: [String: String] = [:]
         for line in envText.split(separator: "\n") where line.contains("=") && !line.hasPrefix("#") {

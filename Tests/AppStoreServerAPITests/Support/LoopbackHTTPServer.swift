@@ -44,6 +44,8 @@ final class LoopbackHTTPServer: @unchecked Sendable {
     private let hang: Bool
     private let lock = NSLock()
     private var received: [Request] = []
+    /// Signalled once per request recorded.
+    private let arrived = DispatchSemaphore(value: 0)
     private var connections = 0
     /// Accepted sockets still being served; `stop()` shuts them down.
     private var open: Set<Int32> = []
@@ -86,6 +88,14 @@ final class LoopbackHTTPServer: @unchecked Sendable {
     }
 
     var baseURL: URL { URL(string: "http://\(host):\(port)")! }
+
+    /// Waits, on a thread of its own (never a cooperative one), until a request is recorded;
+    /// false if none came within `timeout`.
+    func waitForRequest(timeout: TimeInterval) async -> Bool {
+        await withCheckedContinuation { continuation in
+            Thread.detachNewThread { [arrived] in continuation.resume(returning: arrived.wait(timeout: .now() + timeout) == .success) }
+        }
+    }
     var requests: [Request] { lock.withLock { received } }
     var connectionCount: Int { lock.withLock { connections } }
 
@@ -158,6 +168,7 @@ final class LoopbackHTTPServer: @unchecked Sendable {
             buffer.removeSubrange(..<(buffer.startIndex + length))
             let request = Request(method: String(requestLine[0]), target: String(requestLine[1]), headers: headers, body: Data(body))
             lock.withLock { received.append(request) }
+            arrived.signal()
             if hang {
                 // Keep the connection open without answering until the client gives up.
                 while recv(fd, &chunk, chunk.count, 0) > 0 {}
