@@ -19,6 +19,11 @@ public struct FeedCounts: Sendable, Equatable {
     public var conflicted: Set<String> = []
     /// Refund requests first read after their deadline, recorded as not sent (`expired`).
     public var lateRefundRequests = 0
+    /// Late notifications placed by their `signedDate` (``FeedBatch/late``), the events they
+    /// logged (in `events` too), the events they superseded, and those that could not be placed.
+    public var placedLate = 0
+    public var superseded = 0
+    public var stale = 0
 
     public init() {}
 }
@@ -49,12 +54,34 @@ extension ChurnStore {
             let b = conflicted.isEmpty ? all : try PollBatch(batch.writes)
             (counts.events, counts.obsoleted, counts.enqueued) = try Self.observationsWrite(db, app: app, b, runId: runId, asOf: asOf,
                                                                                            detectedAt: detectedAt)
+            let late = try Self.lateObservationsPlace(db, app: app, batch.late, runId: runId, detectedAt: detectedAt)
+            counts.events += late.events
+            counts.superseded = late.superseded
+            counts.stale = late.unplaced.count
+            counts.placedLate = batch.late.count - late.unplaced.count
             counts.quarantined = try Self.quarantineInsert(db, app: app, quarantine, runId: runId)
-            counts.recorded = try Self.notificationsInsert(db, app: app, batch.records)
+            let (records, inbox) = Self.unplacedStale(batch, late.unplaced)
+            counts.recorded = try Self.notificationsInsert(db, app: app, records)
             counts.lateRefundRequests = try Self.refundNoticesWrite(db, app: app, batch.refunds, receivedAt: detectedAt)
-            try Self.notificationInboxFinish(db, batch.inbox)
+            try Self.notificationInboxFinish(db, inbox)
             return counts
         }
+    }
+
+    /// The batch's notification and inbox rows, those of the late notifications that could not
+    /// be placed saying `stale`.
+    static func unplacedStale(_ batch: FeedBatch, _ unplaced: Set<UUID>)
+        -> (records: [NotificationRecord], inbox: [(id: Int64, outcome: NotificationOutcome)]) {
+        guard !unplaced.isEmpty else { return (batch.records, batch.inbox) }
+        let inboxIds = Set(batch.late.filter { $0.uuid.map(unplaced.contains) ?? false }.compactMap(\.inboxId))
+        let records = batch.records.map { r -> NotificationRecord in
+            guard let uuid = r.uuid, unplaced.contains(uuid) else { return r }
+            var stale = r
+            stale.outcome = .stale
+            stale.reason = "signed before the stored state, and before every observation kept of it"
+            return stale
+        }
+        return (records, batch.inbox.map { inboxIds.contains($0.id) ? ($0.id, .stale) : $0 })
     }
 
     /// Subscriptions first heard of through a notification, registered as the app's backend

@@ -40,6 +40,7 @@ extension ChurnStore {
             counts.failed = try Self.subscriptionsWriteFailed(db, ids: b.failedIds, reasons: b.failedReasons, detectedAt: detectedAt)
             (counts.events, counts.obsoleted, counts.enqueued) = try Self.observationsWrite(db, app: app, b, runId: runId, asOf: asOf,
                                                                                            detectedAt: detectedAt)
+            counts.events += try Self.lateObservationsPlace(db, app: app, b.late, runId: runId, detectedAt: detectedAt).events
             counts.quarantined = try Self.quarantineInsert(db, app: app, b.quarantine, runId: runId)
             try Self.runItemsFinish(db, b, runId: runId)
             try Self.runItemsRetry(db, runId: runId, ids: retried)
@@ -95,6 +96,8 @@ struct PollBatch {
     var winback = WinbackColumns()
     var obsolete = ObsoleteColumns()
     var quarantine = QuarantineColumns()
+    /// Answers older than the stored state, to place by their `signedDate`.
+    var late: [FeedBatch.Late] = []
 
     init(_ writes: [PollWrite]) throws {
         // Unsorted keys: every column it writes is jsonb, which keeps its own key order.
@@ -113,6 +116,9 @@ struct PollBatch {
                 polledItemIds.append(w.item.originalTransactionId)
                 polledEnvironments.append(p.environment.rawValue)
                 if !p.stale { fresh.append((p, item)) }
+                if p.stale, let o = p.late {
+                    late.append(.init(originalTransactionId: item.originalTransactionId, observation: o, uuid: nil, inboxId: nil))
+                }
             case .failed(let failureClass, let reason):
                 failedIds.append(w.item.originalTransactionId)
                 failedClasses.append(failureClass)

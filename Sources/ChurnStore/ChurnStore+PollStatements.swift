@@ -22,7 +22,13 @@ extension ChurnStore {
         let establishedAt: PostgresQuery = polled ? "NULL"
             : "CASE WHEN s.original_transaction_id = ANY(\(established)::text[]) THEN \(detectedAt) ELSE s.established_at END"
         let rows = try db.query("""
-            WITH fresh AS (
+            WITH prior AS (
+                -- The state each fresh write replaces, as it was when the statement began.
+                SELECT s.original_transaction_id, s.signed_date, coalesce(s.observed_as_of, s.signed_date) AS as_of,
+                       s.observed_named, s.snapshot, s.bundle_id
+                FROM churnwatch.subscriptions s WHERE s.original_transaction_id = ANY(\(sc.ids)::text[])
+                  AND s.snapshot IS NOT NULL AND s.signed_date IS NOT NULL
+            ), fresh AS (
                 UPDATE churnwatch.subscriptions AS s SET state_version = s.state_version + 1,
                     product_id = u.product_id, subscription_group_id = u.group_id, state = u.state,
                     apple_status = u.apple_status, period_start = u.period_start, expires_at = u.expires_at,
@@ -34,7 +40,8 @@ extension ChurnStore {
                     snapshot = u.snapshot, history_revision = coalesce(u.history_revision, s.history_revision),
                     receipt_latest = coalesce(u.receipt_latest, s.receipt_latest), updated_at = now(),
                     environment = u.environment, last_polled_at = \(polledAt), last_success_at = \(detectedAt),
-                    last_outcome = 'ok', last_error = NULL, consecutive_failures = 0, established_at = \(establishedAt)
+                    last_outcome = 'ok', last_error = NULL, consecutive_failures = 0, established_at = \(establishedAt),
+                    observed_as_of = u.observed_as_of, observed_named = u.named
                 FROM unnest(\(sc.ids)::text[], \(sc.productIds)::text[], \(sc.groupIds)::text[], \(sc.states)::text[],
                             \(sc.appleStatuses)::int[], \(sc.periodStarts)::timestamptz[], \(sc.expiresAts)::timestamptz[],
                             \(sc.autoRenews)::bool[], \(sc.autoRenewProducts)::text[], \(sc.inRetry)::bool[],
@@ -42,14 +49,21 @@ extension ChurnStore {
                             \(sc.revocationDates)::timestamptz[], \(sc.revocationReasons)::int[], \(sc.offerTypes)::int[],
                             \(sc.latestTransactions)::text[], \(sc.signedDates)::timestamptz[], \(sc.snapshots)::jsonb[],
                             \(sc.historyRevisions)::text[], \(sc.receiptLatests)::text[], \(sc.environments)::text[],
-                            \(sc.baseVersions)::bigint[])
+                            \(sc.baseVersions)::bigint[], \(sc.observedAsOfs)::timestamptz[], \(sc.named)::text[])
                      AS u(id, product_id, group_id, state, apple_status, period_start, expires_at, auto_renew,
                           auto_renew_product_id, in_billing_retry, grace, intent, price_increase, revocation_date,
                           revocation_reason, offer_type, latest_tx, signed_date, snapshot, history_revision, receipt_latest,
-                          environment, base_version)
+                          environment, base_version, observed_as_of, named)
                 WHERE s.original_transaction_id = u.id AND (s.state_version = u.base_version OR u.base_version < 0)
                   AND (s.signed_date IS NULL OR u.signed_date IS NULL OR s.signed_date <= u.signed_date)
-                RETURNING s.original_transaction_id
+                RETURNING s.original_transaction_id, s.signed_date
+            ), kept AS (
+                -- The replaced state joins the subscription's sequence (ObservationSequence).
+                INSERT INTO churnwatch.observations (original_transaction_id, signed_date, as_of, named, next_signed_date, snapshot, bundle_id)
+                SELECT p.original_transaction_id, p.signed_date, p.as_of, p.observed_named, f.signed_date, p.snapshot, p.bundle_id
+                FROM prior p JOIN fresh f USING (original_transaction_id)
+                WHERE p.signed_date < f.signed_date
+                ON CONFLICT DO NOTHING
             ), rest AS (
                 UPDATE churnwatch.subscriptions AS s SET
                     environment = u.environment, last_polled_at = \(polledAt), last_success_at = \(detectedAt),
@@ -123,7 +137,7 @@ extension ChurnStore {
             SELECT \(app), id, event, occurred_at, \(detectedAt), \(runId), details
             FROM unnest(\(ec.ids)::text[], \(ec.types)::text[], \(ec.occurredAts)::timestamptz[], \(ec.details)::jsonb[])
                  AS u(id, event, occurred_at, details)
-            ON CONFLICT (original_transaction_id, event, occurred_at) DO NOTHING
+            ON CONFLICT (original_transaction_id, event, occurred_at) WHERE superseded_at IS NULL DO NOTHING
             """)
     }
 

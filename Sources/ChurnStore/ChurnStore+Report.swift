@@ -75,7 +75,7 @@ extension ChurnStore {
             SELECT to_char(day, 'YYYY-MM-DD') AS day, event, n FROM (
                 SELECT (detected_at AT TIME ZONE 'UTC')::date AS day, event, count(*) AS n FROM churnwatch.churn_events
                 WHERE detected_at >= \(first)::date AND detected_at < \(last)::date + 1 AND detected_at <= \(data.asOf)
-                  AND bundle_id = \(data.app)
+                  AND bundle_id = \(data.app) AND superseded_at IS NULL
                 GROUP BY 1, 2) AS g
             ORDER BY 1, 2
             """).map {

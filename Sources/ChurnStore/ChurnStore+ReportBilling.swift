@@ -30,9 +30,9 @@ extension ChurnStore {
                     SELECT x.occurred_at, x.event FROM churnwatch.churn_events x
                     WHERE x.original_transaction_id = s.original_transaction_id
                       AND x.event IN ('billing_recovered', 'expired', 'refunded')
-                      AND x.occurred_at >= s.occurred_at AND x.detected_at <= \(data.asOf)
+                      AND x.occurred_at >= s.occurred_at AND x.detected_at <= \(data.asOf) AND x.superseded_at IS NULL
                     ORDER BY x.occurred_at LIMIT 1) e ON true
-                WHERE s.event IN ('billing_retry_started', 'grace_period_started') AND s.bundle_id = \(data.app)
+                WHERE s.event IN ('billing_retry_started', 'grace_period_started') AND s.bundle_id = \(data.app) AND s.superseded_at IS NULL
                   AND s.detected_at > \(data.asOf) - \(data.days)::int * interval '1 day' AND s.detected_at <= \(data.asOf)
                   AND s.occurred_at > \(data.asOf) - \(data.days)::int * interval '1 day' AND s.occurred_at <= \(data.asOf)
             ), episodes AS (

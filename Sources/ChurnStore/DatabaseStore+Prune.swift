@@ -29,6 +29,11 @@ extension DatabaseStore {
         let cut = { (t: RetentionPolicy.Table) in asOf.addingTimeInterval(-policy[t]) }
         let wallCut = { (t: RetentionPolicy.Table) in now.addingTimeInterval(-policy[t]) }
         try await pruneRunItems(before: cut(.runItems), dryRun: dryRun, batch: batch, shouldStop: shouldStop, into: &report)
+        // Observations kept for late notifications (ObservationSequence.horizon after their
+        // successor). The cut is recorded before any row goes: a late notification placed
+        // meanwhile knows a missing predecessor may have been pruned.
+        let observationsCut = asOf.addingTimeInterval(-ObservationSequence.horizon)
+        if !dryRun { try await observationsCutRecord(observationsCut) }
         // Each: the table, the rows that aged (found through an index on the age, in its order),
         // and what keeps a row although it aged.
         let aged: [(String, PostgresQuery, PostgresQuery)] = [
@@ -53,7 +58,47 @@ extension DatabaseStore {
             if let i = counts.firstIndex(where: { $0.0 == table }) { counts[i].1 += n } else { counts.append((table, n)) }
         }
         report.rows += counts
+        if !report.stopped {
+            report.rows.append(("observations", try await pruneObservations(before: observationsCut, dryRun: dryRun, batch: batch,
+                                                                           shouldStop: shouldStop, into: &report)))
+        }
         return report
+    }
+
+    /// Observations whose successor was signed before `before`, a batch at a time (keyed by
+    /// subscription and moment: the table has no id).
+    private func pruneObservations(before: Date, dryRun: Bool, batch: Int, shouldStop: @Sendable () -> Bool,
+                                   into report: inout PruneReport) async throws -> Int {
+        if dryRun {
+            return try await timed(&report) { db in
+                try db.query("SELECT count(*) FROM churnwatch.observations WHERE next_signed_date < \(before)")[0].decode(Int.self, at: 0)
+            }
+        }
+        var removed = 0
+        while !shouldStop() {
+            let n = try await timed(&report) { db in
+                try db.execute("""
+                    DELETE FROM churnwatch.observations o USING (
+                        SELECT original_transaction_id, signed_date FROM churnwatch.observations
+                        WHERE next_signed_date < \(before) ORDER BY next_signed_date LIMIT \(batch)) AS gone
+                    WHERE o.original_transaction_id = gone.original_transaction_id AND o.signed_date = gone.signed_date
+                    """)
+            }
+            removed += n
+            if n < batch { return removed }
+        }
+        report.stopped = true
+        return removed
+    }
+
+    /// Every app's prune cut of the observations moves up to `cut` (never back).
+    private func observationsCutRecord(_ cut: Date) async throws {
+        _ = try await pool.withConnection { db in
+            try db.execute("""
+                UPDATE churnwatch.apps SET observations_pruned_before = \(cut)
+                WHERE observations_pruned_before IS NULL OR observations_pruned_before < \(cut)
+                """)
+        }
     }
 
     /// Items and worker rows of runs that finished before `before` (by their as-of), run by run;

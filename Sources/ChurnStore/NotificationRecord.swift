@@ -94,10 +94,32 @@ public struct FeedBatch: Sendable {
     public var quarantine: [(originalTransactionId: String?, payload: QuarantinedPayload)] = []
     /// Refund requests and Apple's decisions on them (`churnwatch.refund_requests`).
     public var refunds: [RefundNotice] = []
+    /// Notifications signed before the stored state: placed in their subscription's sequence by
+    /// their `signedDate` at commit (``ObservationSequence``). Their rows say `applied`, or
+    /// `stale` where one cannot be placed.
+    public var late: [Late] = []
+
+    public struct Late: Sendable {
+        public var originalTransactionId: String
+        public var observation: Observation
+        /// A notification's UUID (its row in `records`) and, from the inbox, its inbox row; nil
+        /// for a poll's answer.
+        public var uuid: UUID?
+        public var inboxId: Int64?
+
+        public init(originalTransactionId: String, observation: Observation, uuid: UUID?, inboxId: Int64?) {
+            self.originalTransactionId = originalTransactionId
+            self.observation = observation
+            self.uuid = uuid
+            self.inboxId = inboxId
+        }
+    }
 
     public init() {}
 
-    public var isEmpty: Bool { writes.isEmpty && records.isEmpty && inbox.isEmpty && quarantine.isEmpty && refunds.isEmpty }
+    public var isEmpty: Bool {
+        writes.isEmpty && records.isEmpty && inbox.isEmpty && quarantine.isEmpty && refunds.isEmpty && late.isEmpty
+    }
 
     /// This batch without anything about `subscriptions` (their observations, notification rows
     /// and inbox rows): what is left to commit when another writer changed them meanwhile.
@@ -109,6 +131,7 @@ public struct FeedBatch: Sendable {
         b.records.removeAll { $0.originalTransactionId.map(subscriptions.contains) ?? false }
         b.inbox.removeAll { b.inboxSubscription[$0.id].map(subscriptions.contains) ?? false }
         b.refunds.removeAll { subscriptions.contains($0.originalTransactionId) }
+        b.late.removeAll { subscriptions.contains($0.originalTransactionId) }
         return b
     }
 }

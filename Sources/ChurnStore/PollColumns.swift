@@ -11,6 +11,7 @@ struct SubscriptionColumns {
     var priceIncreases: [Int32?] = [], revocationDates: [Date?] = [], revocationReasons: [Int32?] = [], offerTypes: [Int32?] = []
     var latestTransactions: [String] = [], signedDates: [Date?] = [], snapshots: [PostgresJSON] = []
     var historyRevisions: [String?] = [], receiptLatests: [String?] = [], environments: [String] = []
+    var observedAsOfs: [Date?] = [], named: [String?] = []
     /// The state version each write was decided from (``ClaimedItem/stateVersion``).
     var baseVersions: [Int64] = []
 
@@ -39,6 +40,8 @@ struct SubscriptionColumns {
         historyRevisions.append(p.historyRevision)
         receiptLatests.append(p.receiptLatest)
         environments.append(p.environment.rawValue)
+        observedAsOfs.append(p.observedAsOf)
+        named.append(p.named?.rawValue)
     }
 }
 

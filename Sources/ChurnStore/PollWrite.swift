@@ -29,6 +29,14 @@ public struct PollWrite: Sendable {
         public var events: [ChurnEvent]
         public var segment: SegmentState
         public var winback: WinbackDecision
+        /// The moment the observation's undated events were dated at (a notification's
+        /// `signedDate`, a poll's moment), and the change a notification names: kept with the
+        /// state, so a late observation can be placed before it (``ObservationSequence``).
+        public var observedAsOf: Date?
+        public var named: ChurnEventType?
+        /// A stale answer's own observation: placed in the subscription's sequence by its
+        /// `signedDate` at commit (``ObservationSequence``).
+        public var late: Observation?
 
         public init(snapshot: SubscriptionSnapshot, stale: Bool, environment: AppStoreEnvironment, historyRevision: String?,
                     receiptLatest: String?, transactions: [TransactionRecord], events: [ChurnEvent],

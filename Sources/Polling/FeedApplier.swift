@@ -43,6 +43,9 @@ public struct FeedApplier: Sendable {
 
     /// The reason recorded on every notification a first sync applies (`notifications.reason`).
     public static let establishedReason = "established by the first sync"
+    /// The reason recorded on a notification signed before the stored state and placed in the
+    /// subscription's sequence by its `signedDate` (``ObservationSequence``).
+    public static let lateReason = "signed before the stored state: placed by its signedDate"
 
     /// The commits for `inputs`, in order: the k-th holds the k-th notification of each
     /// subscription (so a commit never writes one subscription twice); the first also holds
@@ -169,20 +172,32 @@ public struct FeedApplier: Sendable {
                                             history: nil, asOf: at)
         var records = earlier
         if quiet != nil || !SubscriptionPoller.storedUnchanged(facts, in: item.snapshot) { records.append(record) }
+        let asOf = quiet.map { max($0, at) } ?? at
+        let named = NotifiedChange.event(notificationType: v.notificationType, subtype: v.subtype)
         var write = SubscriptionPoller.decide(item, snapshot: snapshot, environment: v.environment, revision: nil,
-                                              receiptLatest: nil, records: records, asOf: quiet.map { max($0, at) } ?? at, policy: policy)
+                                              receiptLatest: nil, records: records, asOf: asOf, policy: policy)
         guard case .polled(var polled) = write.outcome, !polled.stale else {
-            batch.record(v, uuid, input, outcome: .stale, reason: "the stored state was signed later")
+            // Older than the stored state: placed between its neighbours at commit (a first
+            // sync's, which logs nothing, is stale as before).
+            guard quiet == nil else {
+                batch.record(v, uuid, input, outcome: .stale, reason: "the stored state was signed later")
+                return false
+            }
+            batch.late.append(.init(originalTransactionId: item.originalTransactionId,
+                                    observation: Observation(snapshot: snapshot, asOf: at, named: named), uuid: uuid, inboxId: input.inboxId))
+            batch.record(v, uuid, input, outcome: .applied, reason: FeedApplier.lateReason)
             return false
         }
+        polled.observedAsOf = asOf
+        polled.named = named
         if quiet != nil {
             polled.events = []
             polled.winback = WinbackDecision()
             write.outcome = .polled(polled)
             batch.established.append(item.originalTransactionId)
         } else {
-            polled.events = NotifiedChange.completing(polled.events, named: NotifiedChange.event(notificationType: v.notificationType, subtype: v.subtype),
-                                                      previous: item.snapshot, current: polled.snapshot, signedDate: at)
+            polled.events = NotifiedChange.completing(polled.events, named: named, previous: item.snapshot, current: polled.snapshot,
+                                                      signedDate: at)
             if let since = item.establishedAt { polled.events.removeAll { $0.occurredAt <= since } }
             write.outcome = .polled(polled)
         }

@@ -20,6 +20,11 @@ public struct FeedSummary: Sendable, Equatable {
     public var registered = 0
     public var events = 0
     public var enqueued = 0
+    /// Of `applied`, notifications signed before the stored state and placed by their
+    /// `signedDate` (``ObservationSequence``); events they showed logged from the wrong
+    /// neighbours, superseded.
+    public var late = 0
+    public var superseded = 0
     /// Refund requests first read after their deadline (recorded as not sent, `expired`): the
     /// refund line counts them with those whose deadline passed while pending.
     public var lateRefundRequests = 0
@@ -47,6 +52,7 @@ public struct FeedSummary: Sendable, Equatable {
         read += other.read; pages += other.pages; applied += other.applied; duplicates += other.duplicates
         stale += other.stale; quarantined += other.quarantined; ignored += other.ignored
         registered += other.registered; events += other.events; enqueued += other.enqueued
+        late += other.late; superseded += other.superseded
         lateRefundRequests += other.lateRefundRequests
     }
 
@@ -173,6 +179,11 @@ public struct FeedSync: Sendable {
             summary.events += counts.events
             summary.enqueued += counts.enqueued
             summary.lateRefundRequests += counts.lateRefundRequests
+            summary.late += counts.placedLate
+            summary.superseded += counts.superseded
+            // Late ones that could not be placed were recorded stale at commit.
+            summary.applied -= counts.stale
+            summary.stale += counts.stale
             for r in batch.records {
                 switch r.outcome {
                 case .applied: summary.applied += 1

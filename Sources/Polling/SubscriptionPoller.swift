@@ -136,15 +136,20 @@ public struct SubscriptionPoller: Sendable {
         // A state the feed's first sync established: what happened before it is no event.
         if let since = item.establishedAt { detection.events.removeAll { $0.occurredAt <= since } }
         if detection.stale, let previous {
-            return PollWrite(item: item, outcome: .polled(.init(
-                snapshot: previous, stale: true, environment: environment, historyRevision: nil, receiptLatest: nil,
-                transactions: [], events: [], segment: item.segment ?? SegmentState(.unknown, since: asOf), winback: WinbackDecision())))
+            var stale = PollWrite.Polled(snapshot: previous, stale: true, environment: environment, historyRevision: nil, receiptLatest: nil,
+                                         transactions: [], events: [], segment: item.segment ?? SegmentState(.unknown, since: asOf),
+                                         winback: WinbackDecision())
+            // Placed between its neighbours at commit (a notification's stale answer is placed by the feed).
+            stale.late = Observation(snapshot: snapshot, asOf: asOf)
+            return PollWrite(item: item, outcome: .polled(stale))
         }
         let segment = SegmentState.next(previous: item.segment, snapshot: snapshot, asOf: asOf)
         let winback = WinbackPlanner.decide(previous: previous, current: snapshot, asOf: asOf, policy: policy)
-        return PollWrite(item: item, outcome: .polled(.init(
-            snapshot: snapshot, stale: false, environment: environment, historyRevision: revision,
-            receiptLatest: receiptLatest, transactions: records, events: detection.events, segment: segment, winback: winback)))
+        var polled = PollWrite.Polled(snapshot: snapshot, stale: false, environment: environment, historyRevision: revision,
+                                      receiptLatest: receiptLatest, transactions: records, events: detection.events, segment: segment,
+                                      winback: winback)
+        polled.observedAsOf = asOf
+        return PollWrite(item: item, outcome: .polled(polled))
     }
 
     func failure<T>(_ item: ClaimedItem, _ outcome: AppStoreOutcome<T>, endpoint: AppStoreEndpoint,

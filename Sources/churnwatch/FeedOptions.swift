@@ -55,6 +55,7 @@ enum FeedSummaryText {
         var line = "\(what): \(s.read) read, \(s.applied) applied, \(s.duplicates) duplicate, \(s.stale) stale, "
             + "\(s.quarantined) quarantined, \(s.ignored) ignored; \(s.registered) subscriptions registered, "
             + "\(s.events) events, \(s.enqueued) win-back entries"
+        if s.late > 0 { line += "; \(s.late) late, placed by their signedDate (\(s.superseded) events superseded)" }
         if s.pages > 0 { line += "; \(s.pages) history pages" }
         if let gap = s.gap { line += "; gap \(gap.lowerBound.ISO8601Format())..\(gap.upperBound.ISO8601Format()) (left to the windows)" }
         if let stop = s.stop {

@@ -49,6 +49,15 @@ struct PruneTests {
             VALUES (gen_random_uuid(), 'com.example.churnwatch', 's', 'p', 'en-US', 'Production', \(asOf.addingTimeInterval(-500 * day)), 'no_rule', true),
                    (gen_random_uuid(), 'com.example.churnwatch', 's', 'p', 'en-US', 'Production', \(asOf), 'no_rule', true)
             """)
+        // Observations kept for late notifications: one whose successor was signed 8 days ago
+        // (past the 7), one whose successor was signed yesterday.
+        for (signed, next) in [(10.0, 8.0), (2.0, 1.0)] {
+            try db.execute("""
+                INSERT INTO churnwatch.observations (original_transaction_id, signed_date, as_of, next_signed_date, snapshot, bundle_id)
+                VALUES ('s', \(asOf.addingTimeInterval(-signed * day)), \(asOf.addingTimeInterval(-signed * day)),
+                        \(asOf.addingTimeInterval(-next * day)), '{}', 'com.example.churnwatch')
+                """)
+        }
         // Transactions of one subscription: two periods that ended 500 days ago (one is still its
         // newest, as the subscription row says), one that ended last week.
         try db.execute("INSERT INTO churnwatch.subscriptions (original_transaction_id, latest_transaction_id) VALUES ('s', 't-newest'), ('u', 't-u2')")
@@ -63,7 +72,7 @@ struct PruneTests {
     static func counts(_ db: PostgresConnection) throws -> [String: Int] {
         var out: [String: Int] = [:]
         for table in ["run_items", "run_workers", "notifications", "notification_inbox", "quarantine", "segment_changes", "transactions",
-                      "retention_message_requests", "runs", "subscriptions"] {
+                      "retention_message_requests", "observations", "runs", "subscriptions"] {
             out[table] = try db.query("SELECT count(*) FROM churnwatch.\(identifier: table)")[0].decode(Int.self, at: 0)
         }
         return out
@@ -79,8 +88,10 @@ struct PruneTests {
             let dry = try await store.database.prune(RetentionPolicy(), asOf: Self.asOf, now: Date(), dryRun: true)
             #expect(try Self.counts(db) == before, "a dry run changes nothing")
             let expected = ["run_items": 7, "run_workers": 1, "notifications": 4, "notification_inbox": 1, "quarantine": 1,
-                            "segment_changes": 1, "retention_message_requests": 1, "transactions": 2]
+                            "segment_changes": 1, "retention_message_requests": 1, "transactions": 2, "observations": 1]
             #expect(Dictionary(uniqueKeysWithValues: dry.rows.map { ($0.table, $0.rows) }) == expected)
+            #expect(try db.query("SELECT count(*) FROM churnwatch.apps WHERE observations_pruned_before IS NOT NULL")[0].decode(Int.self, at: 0) == 0,
+                    "a dry run records no cut")
 
             let done = try await store.database.prune(RetentionPolicy(), asOf: Self.asOf, now: Date(), dryRun: false, batch: 2)
             #expect(Dictionary(uniqueKeysWithValues: done.rows.map { ($0.table, $0.rows) }) == expected)
@@ -88,6 +99,9 @@ struct PruneTests {
             let after = try Self.counts(db)
             for (table, n) in expected { #expect(after[table] == before[table]! - n, "\(table)") }
             #expect(after["runs"] == 3 && after["subscriptions"] == 2, "runs and subscriptions are kept forever")
+            // The cut is recorded: a late notification before every kept observation may have lost its predecessor.
+            let cut = try db.query("SELECT observations_pruned_before FROM churnwatch.apps")[0].decode(Date?.self, at: 0)
+            #expect(cut == Self.asOf.addingTimeInterval(-7 * Self.day), "\(String(describing: cut))")
             let items = try db.query("SELECT DISTINCT r.status FROM churnwatch.run_items i JOIN churnwatch.runs r ON r.id = i.run_id ORDER BY 1")
                 .map { try $0.decode(String.self, at: 0) }
             #expect(items == ["done", "interrupted"], "the unfinished run's items and the newest finished run's stay")

@@ -16,9 +16,16 @@ struct AppsUpgradeTests {
                             "notifications", "runs", "refund_requests", "quarantine", "segment_daily", "offers", "notification_feed"]
 
     /// Takes a database back to schema 0017 with its rows (what a deployment of the build
-    /// before apps holds): migration 0018 undone by hand.
+    /// before apps holds): migration 0018 undone by hand, and 0023 (which adds a column to
+    /// `apps`) with it, so `migrate` applies both again in order.
     static let undo0018 = """
-        DELETE FROM churnwatch.schema_migrations WHERE name = '0018_apps.sql';
+        DELETE FROM churnwatch.schema_migrations WHERE name IN ('0018_apps.sql', '0023_observation_sequence.sql');
+        DROP TABLE churnwatch.observations;
+        ALTER TABLE churnwatch.subscriptions DROP COLUMN observed_as_of, DROP COLUMN observed_named;
+        DROP INDEX churnwatch.churn_events_superseded_idx;
+        DROP INDEX churnwatch.churn_events_dedupe_idx;
+        ALTER TABLE churnwatch.churn_events DROP COLUMN superseded_at;
+        CREATE UNIQUE INDEX churn_events_dedupe_idx ON churnwatch.churn_events (original_transaction_id, event, occurred_at);
         DROP INDEX churnwatch.runs_unfinished_idx;
         CREATE INDEX runs_unfinished_idx ON churnwatch.runs (kind, id) WHERE finished_at IS NULL;
         ALTER TABLE churnwatch.segment_daily DROP CONSTRAINT segment_daily_pkey;

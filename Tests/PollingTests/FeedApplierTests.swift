@@ -100,12 +100,21 @@ import Testing
         #expect(plan.batches.flatMap(\.inbox).map(\.outcome) == [.applied])
     }
 
-    @Test func aNotificationOlderThanTheStoredStateIsStaleAndWritesNothing() {
+    @Test("a notification older than the stored state writes no state: it goes to the commit as late, to be placed by its signedDate")
+    func aNotificationOlderThanTheStoredStateIsLate() throws {
         let polledLater = Self.stored(Self.note(Self.uuid(1), "A", at: Self.t0 + 5 * Self.day))
         let plan = FeedApplier().plan([Self.note(Self.uuid(2), "A", at: Self.t0 + Self.day, autoRenew: false)],
                                       known: [], stored: ["A": polledLater], establishOnly: false, now: Self.t0date)
         #expect(plan.batches.flatMap(\.writes).isEmpty)
-        #expect(plan.batches.flatMap(\.records).map(\.outcome) == [.stale])
+        let late = try #require(plan.batches.flatMap(\.late).first)
+        #expect(late.originalTransactionId == "A" && late.uuid == UUID(uuidString: Self.uuid(2)))
+        #expect(late.observation.named == .autoRenewDisabled && late.observation.snapshot.autoRenew == false)
+        #expect(late.observation.asOf == Date(timeIntervalSince1970: Double(Self.t0 + Self.day) / 1000))
+        #expect(plan.batches.flatMap(\.records).map(\.reason) == [FeedApplier.lateReason])
+        // In a first sync it is stale, as before: nothing before the sync's moment is an event.
+        let first = FeedApplier().plan([Self.note(Self.uuid(2), "A", at: Self.t0 + Self.day, autoRenew: false)],
+                                       known: [], stored: ["A": polledLater], neverPolled: ["A"], establishOnly: true, now: Self.t0date)
+        #expect(first.batches.flatMap(\.late).isEmpty && first.batches.flatMap(\.records).map(\.outcome) == [.stale])
     }
 
     @Test func anUnknownSubscriptionIsRegisteredAndEstablishedWithoutEvents() {
