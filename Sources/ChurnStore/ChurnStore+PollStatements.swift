@@ -137,7 +137,7 @@ extension ChurnStore {
             SELECT \(app), id, event, occurred_at, \(detectedAt), \(runId), details
             FROM unnest(\(ec.ids)::text[], \(ec.types)::text[], \(ec.occurredAts)::timestamptz[], \(ec.details)::jsonb[])
                  AS u(id, event, occurred_at, details)
-            ON CONFLICT (original_transaction_id, event, occurred_at) WHERE superseded_at IS NULL DO NOTHING
+            ON CONFLICT (original_transaction_id, event, occurred_at) WHERE superseded_at IS NULL AND event <> 'cancel_page_viewed' DO NOTHING
             """)
     }
 

@@ -27,9 +27,11 @@ ALTER TABLE churnwatch.apps ADD COLUMN observations_pruned_before timestamptz;
 -- An event is never deleted. One a late observation shows was derived from the wrong neighbours
 -- (the change happened at another moment, or not at all) is marked superseded, once; the events
 -- the right neighbours show are new rows. Unique among the live events only, so an event
--- superseded and shown again later is a new row too.
+-- superseded and shown again later is a new row too. A cancel-page view is not a change: each
+-- recorded request is one event (kept once by its request identifier), even two of one
+-- subscriber signed in the same millisecond.
 ALTER TABLE churnwatch.churn_events ADD COLUMN superseded_at timestamptz;
 DROP INDEX churnwatch.churn_events_dedupe_idx;
 CREATE UNIQUE INDEX churn_events_dedupe_idx ON churnwatch.churn_events (original_transaction_id, event, occurred_at)
-    WHERE superseded_at IS NULL;
+    WHERE superseded_at IS NULL AND event <> 'cancel_page_viewed';
 CREATE INDEX churn_events_superseded_idx ON churnwatch.churn_events (superseded_at) WHERE superseded_at IS NOT NULL;
