@@ -33,11 +33,13 @@ extension ChurnStore {
                 if let uuid = l.uuid { counts.unplaced.insert(uuid) }
                 continue
             }
-            let current = try observation(row, decoder)
+            guard let current = try observation(row, decoder) else {
+                if let uuid = l.uuid { counts.unplaced.insert(uuid) }
+                continue
+            }
             // Kept rows first, then the prune cut: a prune that removed rows read here has
             // recorded its cut before it deleted them.
-            let kept = try db.query("SELECT snapshot, as_of, named FROM churnwatch.observations WHERE original_transaction_id = \(id)")
-                .map { try observation($0, decoder) }
+            let kept = try keptObservations(db, id, current: current, decoder)
             let cut = try db.query("SELECT observations_pruned_before FROM churnwatch.apps WHERE bundle_id = \(app)")
                 .first.flatMap { try $0.decode(Date?.self, at: 0) }
             guard let placement = ObservationSequence.place(l.observation, current: current, kept: kept,
@@ -71,8 +73,35 @@ extension ChurnStore {
             """)
     }
 
-    private static func observation(_ row: PostgresRow, _ decoder: JSONDecoder) throws -> Observation {
-        let json = try row.decode(PostgresJSON.self, "snapshot")
+    /// The subscription's kept observations. A row without a snapshot has its successor's state
+    /// (the observation signed at its `next_signed_date`: a kept row or `current`, which
+    /// outlive it), at its own moment; one whose successor cannot be found is left out.
+    static func keptObservations(_ db: PostgresConnection, _ id: String, current: Observation,
+                                 _ decoder: JSONDecoder) throws -> [Observation] {
+        var rows: [(signed: Date, next: Date, asOf: Date, named: ChurnEventType?, snapshot: SubscriptionSnapshot?)] = []
+        for row in try db.query("""
+            SELECT signed_date, next_signed_date, as_of, named, snapshot FROM churnwatch.observations
+            WHERE original_transaction_id = \(id) ORDER BY signed_date DESC
+            """) {
+            rows.append((try row.decode(Date.self, "signed_date"), try row.decode(Date.self, "next_signed_date"),
+                         try row.decode(Date.self, "as_of"), try row.decode(String?.self, "named").flatMap(ChurnEventType.init(rawValue:)),
+                         try row.decode(PostgresJSON?.self, "snapshot").map { try decoder.decode(SubscriptionSnapshot.self, from: $0.data) }))
+        }
+        // Newest first: a successor is resolved before the rows that point to it.
+        var states: [Date: SubscriptionSnapshot] = [current.signedDate: current.snapshot]
+        var kept: [Observation] = []
+        for r in rows {
+            guard var snapshot = r.snapshot ?? states[r.next] else { continue }
+            snapshot.signedDate = r.signed
+            states[r.signed] = snapshot
+            kept.append(Observation(snapshot: snapshot, asOf: r.asOf, named: r.named))
+        }
+        return kept
+    }
+
+    /// The current state's observation (nil: no signed state).
+    private static func observation(_ row: PostgresRow, _ decoder: JSONDecoder) throws -> Observation? {
+        guard let json = try row.decode(PostgresJSON?.self, "snapshot") else { return nil }
         return Observation(snapshot: try decoder.decode(SubscriptionSnapshot.self, from: json.data),
                            asOf: try row.decode(Date.self, "as_of"),
                            named: try row.decode(String?.self, "named").flatMap(ChurnEventType.init(rawValue:)))

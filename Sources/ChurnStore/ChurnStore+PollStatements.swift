@@ -56,11 +56,13 @@ extension ChurnStore {
                           environment, base_version, observed_as_of, named)
                 WHERE s.original_transaction_id = u.id AND (s.state_version = u.base_version OR u.base_version < 0)
                   AND (s.signed_date IS NULL OR u.signed_date IS NULL OR s.signed_date <= u.signed_date)
-                RETURNING s.original_transaction_id, s.signed_date
+                RETURNING s.original_transaction_id, s.signed_date, s.snapshot
             ), kept AS (
-                -- The replaced state joins the subscription's sequence (ObservationSequence).
+                -- The replaced state joins the subscription's sequence (ObservationSequence); the
+                -- same state as the new one is kept without its snapshot.
                 INSERT INTO churnwatch.observations (original_transaction_id, signed_date, as_of, named, next_signed_date, snapshot, bundle_id)
-                SELECT p.original_transaction_id, p.signed_date, p.as_of, p.observed_named, f.signed_date, p.snapshot, p.bundle_id
+                SELECT p.original_transaction_id, p.signed_date, p.as_of, p.observed_named, f.signed_date,
+                       CASE WHEN p.snapshot - 'signed_date_ms' = f.snapshot - 'signed_date_ms' THEN NULL ELSE p.snapshot END, p.bundle_id
                 FROM prior p JOIN fresh f USING (original_transaction_id)
                 WHERE p.signed_date < f.signed_date
                 ON CONFLICT DO NOTHING

@@ -21,15 +21,33 @@ struct EventOrderCLITests {
         return (live, superseded)
     }
 
+    /// What a database is given, in order: a file of notifications, or a poll of every
+    /// subscription (`backfill --all` at the simulator's clock: the same answers whenever it comes).
+    enum Step {
+        case ingest([String])
+        case pollAll
+    }
+
     /// A fresh database with the notifications ingested in `files` (one `ingest` each, in order).
     static func ingested(_ world: E2E.World, _ files: [[String]]) async throws -> (live: [String], superseded: Int, stale: Int) {
+        try await given(world, files.map { .ingest($0) })
+    }
+
+    /// A fresh database given `steps`, in order.
+    static func given(_ world: E2E.World, _ steps: [Step]) async throws -> (live: [String], superseded: Int, stale: Int) {
         let scratch = try ScratchDatabase.create()
         defer { scratch.drop() }
         var env = world.env
         env["DATABASE_URL"] = scratch.connectionURL
+        env["CHURNWATCH_PRUNE"] = "off"
         let migrated = try await CLIRunner.run(["migrate"], environment: env)
         #expect(migrated.status == 0, "\(migrated.stderr)")
-        for lines in files {
+        for step in steps {
+            guard case .ingest(let lines) = step else {
+                let r = try await CLIRunner.run(["backfill", "--all", "--status-rate", "5000", "--history-rate", "5000"], environment: env)
+                #expect(r.status == 0, "\(r.stdout) \(r.stderr.suffix(400))")
+                continue
+            }
             let file = FileManager.default.temporaryDirectory.appendingPathComponent("cw-order-\(UUID().uuidString.prefix(8)).jsonl")
             defer { try? FileManager.default.removeItem(at: file) }
             try lines.joined(separator: "\n").write(to: file, atomically: true, encoding: .utf8)
@@ -74,6 +92,15 @@ struct EventOrderCLITests {
             print("event order, \(name): \(got.live.count) live events (in order: \(expected.live.count)), \(got.superseded) superseded")
         }
         #expect(supersededSeen > 0, "out of order, some events were first derived from the wrong neighbours")
+
+        // A poll of everyone among them: after every notification, or between two shuffled
+        // halves (the second half then arrives older than the polled state).
+        let polledLast = try await Self.given(world, [.ingest(inOrder), .pollAll])
+        let half = shuffled.count / 2
+        let polledBetween = try await Self.given(world, [.ingest(Array(shuffled[..<half])), .pollAll, .ingest(Array(shuffled[half...]))])
+        #expect(Set(polledLast.live) == Set(polledBetween.live) && polledBetween.stale == 0,
+                "a poll between: \(Set(polledLast.live).subtracting(polledBetween.live).sorted().prefix(4)) missing, \(Set(polledBetween.live).subtracting(polledLast.live).sorted().prefix(4)) extra")
+        print("event order, a poll between two shuffled halves: \(polledBetween.live.count) live events (polled last: \(polledLast.live.count)), \(polledBetween.superseded) superseded")
     }
 }
 

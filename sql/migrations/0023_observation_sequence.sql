@@ -11,7 +11,7 @@ CREATE TABLE churnwatch.observations (
     as_of                   timestamptz NOT NULL,   -- the moment its undated events are dated at
     named                   text,                   -- the change its notification names (NULL: a poll)
     next_signed_date        timestamptz NOT NULL,   -- its successor's, when it was kept
-    snapshot                jsonb NOT NULL,
+    snapshot                jsonb,                  -- NULL: the same state as its successor's (more than half are)
     bundle_id               text NOT NULL,
     PRIMARY KEY (original_transaction_id, signed_date)
 );
