@@ -28,6 +28,10 @@ struct CancelPageEndToEndTests {
             "--cancel-page-share", "1", "--cancel-page-browse", "1", "--sandbox-share", "0.05",
             "--cancel-page-effect", "message=0.5,alternate_product=0.5,promotional_offer=0.5",
             "--performance-test-requests", "40",
+            // The App Store's wait for an answer: 700 ms is Apple's, but on a machine the whole
+            // suite loads an answer can take longer than that (a view then shows as unanswered);
+            // what is checked here is the answers, not their time (ops/bench serve times them).
+            "--retention-timeout", "10000",
         ], populationLead: 60 * E2E.day)
         defer { world.close() }
         #expect(try await world.night(E2E.start, extra: ["--notifications", "off"]).status == 0)
@@ -80,9 +84,9 @@ struct CancelPageEndToEndTests {
         }
         print("cancel page end to end: \(truth.count) views posted, \(shown.sorted { $0.key < $1.key })")
         #expect(arms.count >= truth.count)
-        // One event per view; the performance test's requests (one subscription, one moment) are one.
+        // One event per recorded request: the performance test's (one subscription, one moment) too.
         #expect(try ServeCLITests.count(db, "SELECT count(*) FROM churnwatch.churn_events WHERE event = 'cancel_page_viewed'")
-                == ServeCLITests.count(db, "SELECT count(DISTINCT (original_transaction_id, signed_at)) FROM churnwatch.retention_message_requests"))
+                == ServeCLITests.count(db, "SELECT count(*) FROM churnwatch.retention_message_requests"))
         let outcomes = try await CLIRunner.run(["outcomes", "--campaign", "cancel_page", "--json", "--as-of",
                                                 E2E.iso(E2E.start.addingTimeInterval(8 * E2E.day))], environment: world.env)
         #expect(outcomes.status == 0 && outcomes.stdout.contains("\"answer_kind\":\"promotional_offer\""), "\(outcomes.stdout) \(outcomes.stderr)")
