@@ -75,7 +75,7 @@ public final class InboxApplier: Sendable {
     /// A notification was stored: apply it now.
     public func wake() { wakeup.signal() }
 
-    /// Ends ``run()`` after the round in progress.
+    /// Ends ``run()`` after the batch in progress (the rest stays in the inbox).
     public func stop() {
         stopping.store(true, ordering: .relaxed)
         wakeup.signal()
@@ -87,6 +87,7 @@ public final class InboxApplier: Sendable {
         // One lock connection per app, opened when the app is first applied.
         var locks: [String: RunLocks] = [:]
         var failing = false
+        var counted = ContinuousClock.now - .seconds(1)
         while !stopping.load(ordering: .relaxed) {
             do {
                 for app in apps.appliers where !stopping.load(ordering: .relaxed) {
@@ -94,8 +95,13 @@ public final class InboxApplier: Sendable {
                     locks[app.store.app] = lock
                     try await round(app, lock)
                 }
-                let backlog = try await database.inboxBacklog()
-                metrics.backlog(pending: backlog.pending, lag: backlog.oldest.map { max(0, Date().timeIntervalSince($0)) } ?? 0)
+                // The backlog gauge at most once a second: at a steady stream a round is one
+                // notification, and counting the inbox each time was most of its cost.
+                if ContinuousClock.now - counted >= .seconds(1) {
+                    let backlog = try await database.inboxBacklog()
+                    metrics.backlog(pending: backlog.pending, lag: backlog.oldest.map { max(0, Date().timeIntervalSince($0)) } ?? 0)
+                    counted = ContinuousClock.now
+                }
                 if failing { logger.notice("the applier is applying again") }
                 failing = false
                 health.applier(nil)
@@ -111,9 +117,10 @@ public final class InboxApplier: Sendable {
         for l in locks.values { await l.close() }
     }
 
-    /// What the drain awaits after each batch: while the door is busy, a pause of at most what
-    /// ``ApplierPace`` allows for the batch just applied (never past ``stop()``).
-    private func giveWay() -> @Sendable () async -> Void {
+    /// What the drain awaits after each full batch: while the door is busy, a pause of at most
+    /// what ``ApplierPace`` allows for the batch just applied; false once ``stop()`` was called
+    /// (the drain ends there, and the rest waits in the inbox for the next process).
+    private func giveWay() -> @Sendable () async -> Bool {
         let last = Mutex(ContinuousClock.now)
         return { [self] in
             let clock = ContinuousClock()
@@ -125,6 +132,7 @@ public final class InboxApplier: Sendable {
                 try? await Task.sleep(for: min(rest, .milliseconds(5)))
             }
             last.withLock { $0 = clock.now }
+            return !stopping.load(ordering: .relaxed)
         }
     }
 

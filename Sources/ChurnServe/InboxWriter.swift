@@ -10,7 +10,7 @@ public final class InboxWriter: Sendable {
     typealias Waiter = CheckedContinuation<Result<Bool, any Error>, Never>
 
     private struct State {
-        var queued: [(payload: String, uuid: UUID, waiter: Waiter)] = []
+        var queued: [(payload: String, uuid: UUID, app: String, waiter: Waiter)] = []
         var writing = 0
     }
 
@@ -29,14 +29,15 @@ public final class InboxWriter: Sendable {
         (self.database, self.lanes) = (database, lanes)
     }
 
-    /// Stores one notification: true when stored now, false when it was known already.
-    public func store(_ signedPayload: String, uuid: UUID) async throws -> Bool {
+    /// Stores one notification of `app` (the bundle id that verified it): true when stored now,
+    /// false when it was known already.
+    public func store(_ signedPayload: String, uuid: UUID, app: String) async throws -> Bool {
         let result = await withCheckedContinuation { (waiter: Waiter) in
             let (start, full) = state.withLock { s -> (Bool, Bool) in
                 // A database that hangs holds the lanes: what waits is bounded (its callers
                 // were answered 503 at their budget; Apple delivers again).
                 guard s.queued.count < maxQueued else { return (false, true) }
-                s.queued.append((signedPayload, uuid, waiter))
+                s.queued.append((signedPayload, uuid, app, waiter))
                 guard s.writing < lanes else { return (false, false) }
                 s.writing += 1
                 return (true, false)
@@ -50,7 +51,7 @@ public final class InboxWriter: Sendable {
     /// Writes what is queued, batch after batch, until nothing is.
     private func write() async {
         while true {
-            let batch = state.withLock { s -> [(payload: String, uuid: UUID, waiter: Waiter)] in
+            let batch = state.withLock { s -> [(payload: String, uuid: UUID, app: String, waiter: Waiter)] in
                 let batch = Array(s.queued.prefix(500))
                 s.queued.removeFirst(batch.count)
                 if batch.isEmpty { s.writing -= 1 }
@@ -58,7 +59,7 @@ public final class InboxWriter: Sendable {
             }
             guard !batch.isEmpty else { return }
             do {
-                let stored = try await database.inboxReceive(batch.map { ($0.payload, $0.uuid) })
+                let stored = try await database.inboxReceive(batch.map { ($0.payload, $0.uuid, $0.app) })
                 for b in batch { b.waiter.resume(returning: .success(stored.contains(b.uuid))) }
             } catch {
                 for b in batch { b.waiter.resume(returning: .failure(error)) }

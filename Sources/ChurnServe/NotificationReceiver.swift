@@ -109,8 +109,8 @@ public final class NotificationReceiver: Sendable {
             uuidVerified = uuid
             self.verified.put(uuid, bundleId: claimed, v)
         }
-        let writer = self.writer
-        switch await within(budget, { try await writer.store(payload, uuid: uuidVerified) }) {
+        let writer = self.writer, app = feed.store.app
+        switch await within(budget, { try await writer.store(payload, uuid: uuidVerified, app: app) }) {
         case .success(let new)?:
             metrics.received(stored: new)
             if new { stored() } else { self.verified.remove(uuidVerified) }

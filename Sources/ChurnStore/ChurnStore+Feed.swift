@@ -131,14 +131,14 @@ extension ChurnStore {
         }
     }
 
-    /// Up to `limit` inbox rows not yet processed, oldest first, after row `after`: their ids and
+    /// Up to `limit` of this app's inbox rows not yet processed, oldest first, after row `after`: their ids and
     /// notification UUIDs (the payloads are read by ``notificationInboxPayloads(_:)``, for the rows
     /// that need them).
     public func notificationInboxPending(limit: Int, after: Int64 = 0) async throws -> [(id: Int64, notificationUUID: UUID?)] {
         try await pool.withConnection { db in
             try db.query("""
                 SELECT id, notification_uuid FROM churnwatch.notification_inbox
-                WHERE processed_at IS NULL AND id > \(after) ORDER BY id LIMIT \(limit)
+                WHERE processed_at IS NULL AND bundle_id = \(app) AND id > \(after) ORDER BY id LIMIT \(limit)
                 """).map { (try $0.decode(Int64.self, "id"), try $0.decode(UUID?.self, "notification_uuid")) }
         }
     }
@@ -166,7 +166,9 @@ extension ChurnStore {
                 """) {
                 if let o = NotificationOutcome(rawValue: try row.decode(String.self, "outcome")) { last24h[o] = try row.decode(Int.self, "n") }
             }
-            let pending = try db.query("SELECT count(*) AS n FROM churnwatch.notification_inbox WHERE processed_at IS NULL")[0]
+            let pending = try db.query("""
+                SELECT count(*) AS n FROM churnwatch.notification_inbox WHERE processed_at IS NULL AND bundle_id = \(app)
+                """)[0]
                 .decode(Int.self, "n")
             return FeedStatus(state: state, last24h: last24h, inboxPending: pending,
                               hasNotifications: try Self.notificationsSeen(db, app: app, environment: environment))

@@ -6,13 +6,16 @@ extension DatabaseStore {
     /// Stores verified notifications in the inbox, durably (one committed statement), except
     /// those already known: recorded in `notifications` (from the history, a file or an earlier
     /// delivery already applied) or waiting in the inbox (by UUID). Returns the UUIDs stored now;
-    /// the others were known (nothing changed for them).
-    public func inboxReceive(_ notifications: [(signedPayload: String, uuid: UUID)]) async throws -> Set<UUID> {
+    /// the others were known (nothing changed for them). Each row is `bundleId`'s, the app
+    /// whose keys verified it (its feed applies it).
+    public func inboxReceive(_ notifications: [(signedPayload: String, uuid: UUID, bundleId: String)]) async throws -> Set<UUID> {
         guard !notifications.isEmpty else { return [] }
         return try await pool.withConnection { db in
             Set(try db.query("""
-                INSERT INTO churnwatch.notification_inbox (signed_payload, notification_uuid)
-                SELECT x.p, x.u FROM unnest(\(notifications.map(\.signedPayload))::text[], \(notifications.map(\.uuid))::uuid[]) AS x(p, u)
+                INSERT INTO churnwatch.notification_inbox (signed_payload, notification_uuid, bundle_id)
+                SELECT x.p, x.u, x.b
+                FROM unnest(\(notifications.map(\.signedPayload))::text[], \(notifications.map(\.uuid))::uuid[],
+                            \(notifications.map(\.bundleId))::text[]) AS x(p, u, b)
                 WHERE NOT EXISTS (SELECT 1 FROM churnwatch.notifications n WHERE n.notification_uuid = x.u)
                 ON CONFLICT (notification_uuid) WHERE notification_uuid IS NOT NULL DO NOTHING
                 RETURNING notification_uuid

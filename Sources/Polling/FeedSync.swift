@@ -90,10 +90,6 @@ public struct FeedSync: Sendable {
     public let store: ChurnStore
     public var applier: FeedApplier
     public var settings: Settings
-    /// Which rows of the inbox this feed applies, by the bundle id a row's payload claims (nil:
-    /// none could be read). The inbox is one for every app; with several apps each takes its own
-    /// and the default app the rest (which its verification then quarantines). Default: every row.
-    public var takesInboxRow: @Sendable (_ claimedBundleId: String?) -> Bool = { _ in true }
     /// The notification stored in the inbox as `notificationUUID`, as this process verified it
     /// moments ago (`serve`'s receiver, before storing it) for this feed's app, taken: the
     /// drain neither reads its payload back nor verifies it again. nil: read and verify (the
@@ -301,20 +297,22 @@ public struct FeedSync: Sendable {
     static func laneHash(_ id: String) -> UInt64 { FNV1a.hash(id) }
 
     /// Applies the inbox's unprocessed rows, oldest first, and marks each processed.
-    /// - Parameter between: awaited after each batch committed (`serve` lets its door go first there).
-    public func drainInbox(now: Date, runId: Int64? = nil, between: (@Sendable () async -> Void)? = nil) async throws -> FeedSummary {
+    /// - Parameter between: awaited after each full batch committed: `serve` lets its door go
+    ///   first there, and answers false once it is stopping (the drain ends; nothing is lost).
+    public func drainInbox(now: Date, runId: Int64? = nil, between: (@Sendable () async -> Bool)? = nil) async throws -> FeedSummary {
         var summary = FeedSummary()
         var lastId: Int64 = 0
         while true {
-            // Pages by id: a row left to another app, or that could not be marked (another
-            // process holds it), is not read again by this drain.
+            // Pages by id: a row that could not be marked (another process holds it) is not
+            // read again by this drain.
             let rows = try await store.notificationInboxPending(limit: settings.batchSize, after: lastId)
             guard let newest = rows.last?.id else { break }
             lastId = newest
             let inputs = try await inboxInputs(rows)
-            guard !inputs.isEmpty else { continue }
-            summary.add(try await applyInLanes(inputs, establishOnly: false, runId: runId, now: now))
-            await between?()
+            if !inputs.isEmpty { summary.add(try await applyInLanes(inputs, establishOnly: false, runId: runId, now: now)) }
+            // A short page was the last one (no second query to find the inbox empty); `between`
+            // false: stop here, the rest stays in the inbox for the next drain.
+            guard rows.count == settings.batchSize, await between?() ?? true else { break }
         }
         return summary
     }
@@ -330,7 +328,6 @@ public struct FeedSync: Sendable {
         let known = await completed(taken)
         let payloads = try await store.notificationInboxPayloads(rows.map(\.id).filter { known[$0] == nil })
         let read = rows.compactMap { row in payloads[row.id].map { (payload: $0, inboxId: Optional(row.id)) } }
-            .filter { takesInboxRow(InboxPayload.claimedBundleId($0.payload)) }
         var checked: [Int64: FeedInput] = [:]
         for input in await verify(read, source: .inbox) {
             if let id = input.inboxId { checked[id] = input }

@@ -84,8 +84,7 @@ struct NotificationsIngestCommand: AsyncParsableCommand {
                 handle = h
             }
             let now = Date()
-            var context = try await openContext(now: now, logger: logger)
-            context.feed.takesInboxRow = NightSetup.App.inboxRule(context.store.app, among: try await context.store.database.appsList())
+            let context = try await openContext(now: now, logger: logger)
             var reader = LineReader(handle: handle, maxLineBytes: NotificationLine.maxBytes)
             let batchSize = context.feed.settings.batchSize
             var first = true

@@ -73,8 +73,7 @@ struct NotificationsSyncCommand: AsyncParsableCommand {
             return out
         }
         do {
-            var context = try await FeedContext.open(url: url, config: config, options: feedOptions, asOf: at, logger: logger)
-            context.feed.takesInboxRow = app.inboxRule
+            let context = try await FeedContext.open(url: url, config: config, options: feedOptions, asOf: at, logger: logger)
             let answerer = RefundOptions.answerer(refundPolicy, client: context.client, store: context.store, logger: logger)
             let locks = context.store.runLocksOpen(logger: logger)
             guard try await locks.take(context.store.feedLockKey, name: "feed") else {

@@ -14,9 +14,6 @@ struct NightSetup: Sendable {
         var feed: Bool
         /// Its configuration, or the one line saying what is wrong with it.
         var configuration: Result<AppStoreConfiguration, any Error>
-        /// Which inbox rows its feed applies: those whose payload names it; the default app's
-        /// also those that name no app of the database (its verification quarantines them).
-        var inboxRule: @Sendable (String?) -> Bool = { _ in true }
     }
 
     var url: String
@@ -51,15 +48,8 @@ extension NightSetup.App {
         return try selection.selected(from: all).map { record in
             NightSetup.App(record: record, feed: record.notifications ?? feedOn, configuration: Result {
                 try apple.configuration(for: record, deploymentApp: deployment, logger: logger)
-            }, inboxRule: inboxRule(record.bundleId, among: all))
+            })
         }
-    }
-
-    /// The inbox rows `app`'s feed applies among the database's apps (``inboxRule``).
-    static func inboxRule(_ app: String, among all: [AppRecord]) -> @Sendable (String?) -> Bool {
-        let names = Set(all.map(\.bundleId))
-        let isDefault = all.first { $0.bundleId == app }?.isDefault ?? true
-        return { claimed in claimed == app || (isDefault && !names.contains(claimed ?? "")) }
     }
 }
 
@@ -168,7 +158,6 @@ extension RunCommand {
             if setup.apps.count > 1 { options.workerName += "/" + app.record.bundleId }
             if !join {
                 options.feed = try feedOptions.feed(on: app.feed, client: parts.client, store: parts.store, logger: logger)
-                options.feed?.takesInboxRow = app.inboxRule
                 let answerer = RefundOptions.answerer(setup.refundPolicy, client: parts.client, store: parts.store, logger: logger)
                 options.refunds = options.feed == nil ? nil : answerer
                 feedOn = options.feed != nil

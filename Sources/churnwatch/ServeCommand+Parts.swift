@@ -79,12 +79,8 @@ enum ServeParts {
                 parts.doors[name] = .misconfigured(line)
             case .success(let config):
                 var context = try await FeedContext.open(url: url, config: config, options: options, asOf: Date(), logger: logger)
-                // Only rows naming this app: serve's rows are verified as some app's, and apps
-                // added while it runs must not fall to the default app (rows an app's backend
-                // inserted naming no app are left to the sync, which quarantines them).
-                let own = name.lowercased()
-                context.feed.takesInboxRow = { $0?.lowercased() == own }
                 // Verified by this process's receiver moments ago: not again.
+                let own = name.lowercased()
                 context.feed.verifiedBefore = { verified.take($0, bundleId: own) }
                 // Small batches: the applier runs as rows arrive, and a big batch held in memory
                 // at once is what its peak memory is made of.

@@ -19,7 +19,8 @@ struct ServeCommand: AsyncParsableCommand {
             is not stored (4xx); the database down answers 503 (Apple delivers again). The cancel page's requests are verified, \
             answered by the rules of `churnwatch messages rules` within --answer-within (from the cached rules when the \
             database is slow or down), recorded and logged as cancel_page_viewed. Also GET /healthz and GET /metrics. \
-            SIGTERM: stops accepting, answers what is in flight and finishes the applier's round (within --shutdown-grace), exit 0. \
+            SIGTERM: stops accepting, answers what is in flight, ends the applier after its batch in progress (the rest stays \
+            in the inbox for the next start) and records the cancel page's answers, all within --shutdown-grace; exit 0. \
             Prints "churnwatch serve: listening on URL" when ready (and tells systemd, under Type=notify). \
             Several serve processes may share one database. See docs/contracts.md "serve" and the runbook.
             """
@@ -60,7 +61,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("retention-max-skew"), parsing: .unconditional, help: ArgumentHelp("How far a cancel-page request's signedDate may be from now before it is refused as stale; off: not checked (only for a simulated App Store, whose clock is not the wall's).", valueName: "duration"))
     var retentionMaxSkew = "5m"
 
-    @Option(name: .customLong("shutdown-grace"), parsing: .unconditional, help: ArgumentHelp("After SIGTERM/SIGINT, how long requests in flight and the applier's round may take.", valueName: "duration"))
+    @Option(name: .customLong("shutdown-grace"), parsing: .unconditional, help: ArgumentHelp("After SIGTERM/SIGINT, how long the whole stop may take: requests in flight, the applier's batch in progress, the cancel page's records.", valueName: "duration"))
     var shutdownGrace = "30s"
 
     func run() async throws {
@@ -113,13 +114,14 @@ struct ServeCommand: AsyncParsableCommand {
             SystemdNotify.send("READY=1")
             await stop.wait()
             SystemdNotify.send("STOPPING=1")
-            let idle = await door.drain(grace: settings.grace)
-            applier.stop()
-            await applying.value
-            if await !retention.flush(within: settings.grace) {
+            let stopped = await ServeStop.run(door: door, applier: applier, applying: applying, retention: retention, grace: settings.grace)
+            if !stopped.applierStopped {
+                logger.notice("the applier's batch in progress did not end within --shutdown-grace: its rows stay in the inbox for the next start")
+            }
+            if !stopped.recorded {
                 logger.error("serve stopped with cancel-page answers not recorded: the database did not take them within --shutdown-grace")
             }
-            guard idle else { throw CLIError.resumable("serve stopped with requests still in flight after --shutdown-grace: they were not answered 200 (Apple delivers again)") }
+            guard stopped.idle else { throw CLIError.resumable("serve stopped with requests still in flight after --shutdown-grace: they were not answered 200 (Apple delivers again)") }
             FileHandle.standardError.write(Data("churnwatch serve: stopped\n".utf8))
         }
     }

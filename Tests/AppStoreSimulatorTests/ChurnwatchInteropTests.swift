@@ -15,7 +15,10 @@ import X509
             environment: .production, productionBaseURL: URL(string: "http://127.0.0.1:\(sim.port)")!,
             sandboxBaseURL: URL(string: "http://127.0.0.1:\(sim.sandboxPort)")!,
             rootCertificates: [try Certificate(derEncoded: sim.identity.chain.rootDER)],
-            sharedSecret: sim.identity.sharedSecret)
+            sharedSecret: sim.identity.sharedSecret,
+            // Interop, not timing: on a loaded CI machine a page of signed records can take
+            // longer than Apple's 30 s default, and a timeout here would say nothing about shapes.
+            requestTimeout: 120)
     }
 
     @Test(arguments: [false, true])

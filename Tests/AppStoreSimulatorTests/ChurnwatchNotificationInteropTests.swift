@@ -21,7 +21,8 @@ import X509
         for env in [AppStoreEnvironment.production, .sandbox] {
             var uuids: [String] = [], token: String?, pages = 0
             repeat {
-                let page = try #require(await client.notificationHistoryPage(request, paginationToken: token, environment: env).value)
+                let outcome = await client.notificationHistoryPage(request, paginationToken: token, environment: env)
+                let page = try #require(outcome.value, "\(env) page \(pages + 1): \(outcome)")
                 pages += 1
                 for record in page.records {
                     let n = try await client.verifyNotification(try #require(record.signedPayload), environment: env)
