@@ -28,23 +28,20 @@ struct RetentionColumns {
 
 extension ChurnStore {
     /// Inside the poll-results commit (after the segments, which carry the renewal price): Apple's
-    /// current win-back offer ids on pending `winback_offer` entries, and the verdict on every
+    /// current win-back offer ids on pending, undecided `winback_offer` entries, and the verdict on every
     /// open win-back entry (treated or held out) of the polled subscriptions, by
     /// `RetentionOutcomeRules.judge` at the moment each was observed (at most `asOf`): an
     /// outcome, or the good sign standing.
     static func retentionRecord(_ db: PostgresConnection, _ r: RetentionColumns, asOf: Date) throws {
         guard !r.ids.isEmpty else { return }
-        try db.execute("""
-            UPDATE churnwatch.winback_queue AS w SET offer_ids = u.offers, updated_at = now()
-            FROM (SELECT id, coalesce((SELECT array_agg(x) FROM jsonb_array_elements_text(o) AS x), '{}') AS offers
-                  FROM unnest(\(r.ids)::text[], \(r.winBackOffers)::jsonb[]) AS v(id, o)) AS u
-            WHERE w.original_transaction_id = u.id AND w.campaign = 'winback_offer' AND w.status = 'pending'
-              AND w.offer_ids IS DISTINCT FROM u.offers
-            """)
         let open = try db.query("""
-            SELECT id, original_transaction_id, campaign, expires_at, good_sign_at FROM churnwatch.winback_queue
+            SELECT id, original_transaction_id, campaign, status, expires_at, good_sign_at FROM churnwatch.winback_queue
             WHERE original_transaction_id = ANY(\(r.ids)) AND outcome IS NULL
             """)
+        try offerIdsRefresh(db, r, pending: Set(try open.compactMap { row in
+            try row.decode(String.self, "campaign") == WinbackCampaign.winbackOffer.rawValue && row.decode(String.self, "status") == "pending"
+                ? row.decode(String.self, "original_transaction_id") : nil
+        }))
         var decided = OutcomeColumns(), signed: (ids: [Int64], at: [Date?]) = ([], [])
         for row in open {
             let otid = try row.decode(String.self, "original_transaction_id")
@@ -75,6 +72,21 @@ extension ChurnStore {
             FROM unnest(\(decided.ids)::bigint[], \(decided.kinds)::text[], \(decided.reasons)::text[], \(decided.ats)::timestamptz[],
                         \(decided.prices)::bigint[], \(decided.currencies)::text[]) AS u(id, kind, reason, at, price, currency)
             WHERE w.id = u.id AND w.outcome IS NULL
+            """)
+    }
+
+    /// Apple's current win-back offer ids on the open, pending `winback_offer` entries of
+    /// `pending` (their subscriptions): no statement at all when there are none, which is
+    /// almost every notification (it matched no row and cost a millisecond each).
+    private static func offerIdsRefresh(_ db: PostgresConnection, _ r: RetentionColumns, pending: Set<String>) throws {
+        let picked = r.ids.indices.filter { pending.contains(r.ids[$0]) }
+        guard !picked.isEmpty else { return }
+        try db.execute("""
+            UPDATE churnwatch.winback_queue AS w SET offer_ids = u.offers, updated_at = now()
+            FROM (SELECT id, coalesce((SELECT array_agg(x) FROM jsonb_array_elements_text(o) AS x), '{}') AS offers
+                  FROM unnest(\(picked.map { r.ids[$0] })::text[], \(picked.map { r.winBackOffers[$0] })::jsonb[]) AS v(id, o)) AS u
+            WHERE w.original_transaction_id = u.id AND w.campaign = 'winback_offer' AND w.status = 'pending' AND w.outcome IS NULL
+              AND w.offer_ids IS DISTINCT FROM u.offers
             """)
     }
 }
