@@ -12,7 +12,10 @@ Phases, each against a serve process started here on loopback:
               from the first to the last, the server's own clock), serve_applied_per_s (all of
               them over the time from the first stored to the last applied), then
               serve_cpu_ms_per_notification (serve's user+system CPU, the applier's work
-              included, per notification) and serve_peak_rss_mb (VmHWM).
+              included, per notification) and serve_peak_rss_mb (VmHWM); serve is stopped
+              with SIGTERM right after the burst, the applier's backlog in the inbox:
+              serve_stop_seconds (goal: at most --shutdown-grace, 30 s), and after a restart
+              serve_stop_all_applied_after_restart = 1 when every stored row is applied.
   once        the newest day's second half at the same rate, `notifications sync` every 5 s
               beside (the 10-minute sync, compressed), serve killed with SIGKILL twice and
               PostgreSQL stopped and started once during the stream: serve_ok_not_stored (answered
@@ -119,6 +122,10 @@ def latency(url, night):
     print(f"notification_to_event_max_ms={max(lat) if lat else float('nan'):.0f}")
 
 
+def pending(url):
+    return int(psql(url, "SELECT count(*) FROM churnwatch.notification_inbox WHERE processed_at IS NULL")[0][0])
+
+
 def saturation(url):
     serve = start_serve(url)
     before = cpu_ms(serve.pid)
@@ -126,22 +133,45 @@ def saturation(url):
     # wrk posts each notification once (its Lua script splits the file between its threads);
     # wrk runs its whole -d (its threads stop when done, it does not): the rate is the server's
     # own, stored rows over the time from the first to the last.
-    subprocess.run(["wrk", "-t2", "-c64", f"-d{int(n / 600) + 10}s", "-s", f"{here}/bench_serve_wrk.lua",
-                    f"http://127.0.0.1:{port}", "--", f"{work}/month.jsonl", "2"], capture_output=True, text=True)
+    wrk = subprocess.Popen(["wrk", "-t2", "-c64", f"-d{int(n / 600) + 10}s", "-s", f"{here}/bench_serve_wrk.lua",
+                            f"http://127.0.0.1:{port}", "--", f"{work}/month.jsonl", "2"], stdout=subprocess.PIPE, text=True)
+    # SIGTERM right after the burst (the last notification stored; wrk idles out its -d), with
+    # the applier's backlog in the inbox: the stop takes at most --shutdown-grace (30 s) whatever
+    # the backlog; the next start applies what is left.
+    while wrk.poll() is None and int(psql(url, "SELECT count(*) FROM churnwatch.notification_inbox")[0][0]) < n:
+        time.sleep(0.05)
+    used, backlog, peak = cpu_ms(serve.pid) - before, pending(url), rss_mb(serve.pid)
+    signalled = time.monotonic()
+    serve.send_signal(signal.SIGTERM)
+    stop_exit = serve.wait()
+    stop_s, left = time.monotonic() - signalled, pending(url)
+    wrk.send_signal(signal.SIGINT)  # wrk stops at SIGINT, prints its figures and the script's count
+    out = wrk.communicate()[0]
+    refused = next((l for l in out.splitlines() if l.startswith("not_200=")), "not_200=nan (wrk printed no count)")
+    serve = start_serve(url)
+    before = cpu_ms(serve.pid)
     drained(url)
-    used = cpu_ms(serve.pid) - before
-    stored, per_s, applied_per_s = psql(url, """
+    used += cpu_ms(serve.pid) - before
+    peak = max(peak, rss_mb(serve.pid))
+    stored, per_s, applied_per_s, unapplied = psql(url, """
         SELECT count(*), round(count(*) / greatest(extract(epoch FROM max(received_at) - min(received_at)), 0.001)),
-               round(count(*) / greatest(extract(epoch FROM max(processed_at) - min(received_at)), 0.001))
+               round(count(*) / greatest(extract(epoch FROM max(processed_at) - min(received_at)), 0.001)),
+               count(*) FILTER (WHERE processed_at IS NULL)
         FROM churnwatch.notification_inbox""")[0]
     print(f"serve_saturation_notifications={n}")
     print(f"serve_saturation_stored={stored}")
+    print(f"serve_saturation_{refused.strip().replace(' ', ' serve_saturation_')}")
     print(f"serve_requests_per_s={per_s}")
     # The whole burst applied: from the first stored to the last applied (the applier gives
-    # way to a busy door, and catches up after).
+    # way to a busy door, and catches up after; the stop and restart below fall in between).
     print(f"serve_applied_per_s={applied_per_s}")
     print(f"serve_cpu_ms_per_notification={used / max(int(stored), 1):.3f}")
-    print(f"serve_peak_rss_mb={rss_mb(serve.pid):.0f}")
+    print(f"serve_peak_rss_mb={peak:.0f}")
+    print(f"serve_stop_backlog={backlog}")
+    print(f"serve_stop_seconds={stop_s:.2f}")
+    print(f"serve_stop_exit={stop_exit}")
+    print(f"serve_stop_left_in_inbox={left}")
+    print(f"serve_stop_all_applied_after_restart={1 if int(unapplied) == 0 else 0}")
     serve.send_signal(signal.SIGTERM)
     serve.wait()
 

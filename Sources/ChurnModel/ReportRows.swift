@@ -38,6 +38,10 @@ public struct ReportRows: Sendable, Equatable {
     public var cancelViews: [CancelViewCount] = []
     /// The cancel page's outcomes per kind of answer (campaign `cancel_page`, `offerId` the kind).
     public var cancelOutcomes: [Outcome] = []
+    /// Subscribers whose last cancel-page view is in the window, and those of them still
+    /// renewing (auto-renew on, not churned or refunded): `subscription_segments.last_cancel_page_view_at`.
+    public var cancelViewers = 0
+    public var cancelViewersStillRenewing = 0
 
     public init(asOf: Date, days: Int) {
         self.asOf = asOf

@@ -11,6 +11,61 @@ public enum RetentionAnswerKind: String, Sendable, Codable, CaseIterable {
     case promotionalOffer = "promotional_offer"
 }
 
+/// Whether a cancel-page rule is for a first visit or a repeated one, by the views recorded
+/// before the request (`subscription_segments.last_cancel_page_view_at`). Written as `any`,
+/// `never` or `within:N` (days) in `retention_rules.viewed_before` and `--viewed-before`.
+public enum ViewedBefore: Sendable, Equatable, Codable, CustomStringConvertible {
+    /// Every request (the default).
+    case any
+    /// No view recorded before: a first visit.
+    case never
+    /// A view recorded within the last `days` days before the request: a repeated visit.
+    case within(days: Int)
+
+    public init?(_ text: String) {
+        switch text {
+        case "any": self = .any
+        case "never": self = .never
+        default:
+            guard text.hasPrefix("within:"), let days = Int(text.dropFirst("within:".count)), (1...9999).contains(days) else { return nil }
+            self = .within(days: days)
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .any: "any"
+        case .never: "never"
+        case .within(let days): "within:\(days)"
+        }
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let text = try decoder.singleValueContainer().decode(String.self)
+        guard let value = ViewedBefore(text) else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath, debugDescription: "not any, never or within:N: \(text)"))
+        }
+        self = value
+    }
+
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.singleValueContainer()
+        try c.encode(description)
+    }
+
+    /// Whether a request at `now` with the last view recorded before it at `lastView` (nil:
+    /// none; `known` false: the database did not answer in time) passes.
+    func admits(lastView: Date?, known: Bool, now: Date) -> Bool {
+        switch self {
+        case .any: return true
+        case .never: return known && lastView == nil
+        case .within(let days):
+            guard known, let lastView else { return false }
+            return now.timeIntervalSince(lastView) <= Double(days) * 86_400
+        }
+    }
+}
+
 /// One rule of the cancel page: who it is for and what they are shown. Rules are data
 /// (`churnwatch messages rules set`), tried in `priority` order (then name); the first that
 /// matches answers. Conditions left nil or empty match anything.
@@ -29,6 +84,8 @@ public struct RetentionRule: Sendable, Equatable, Codable {
     /// Locales as Apple writes them (`en-US`), or a language alone (`en`), matched without case
     /// and with `-` and `_` alike.
     public var locales: [String]
+    /// A first visit, a repeated one, or any (the default).
+    public var viewedBefore: ViewedBefore
     public var kind: RetentionAnswerKind
     /// The message shown (an `APPROVED` message's identifier, a UUID).
     public var messageId: String
@@ -43,12 +100,33 @@ public struct RetentionRule: Sendable, Equatable, Codable {
 
     public init(name: String, priority: Int = 100, productId: String? = nil, subscriptionGroupId: String? = nil,
                 segments: [Segment] = [], minTenureDays: Int? = nil, maxTenureDays: Int? = nil, locales: [String] = [],
-                kind: RetentionAnswerKind, messageId: String, alternateProductId: String? = nil, billingPlanType: String? = nil,
+                viewedBefore: ViewedBefore = .any, kind: RetentionAnswerKind, messageId: String, alternateProductId: String? = nil, billingPlanType: String? = nil,
                 offerId: String? = nil, holdout: Double = 0) {
         (self.name, self.priority, self.productId, self.subscriptionGroupId) = (name, priority, productId, subscriptionGroupId)
         (self.segments, self.minTenureDays, self.maxTenureDays, self.locales) = (segments, minTenureDays, maxTenureDays, locales)
         (self.kind, self.messageId, self.alternateProductId, self.billingPlanType) = (kind, messageId, alternateProductId, billingPlanType)
-        (self.offerId, self.holdout) = (offerId, holdout)
+        (self.offerId, self.holdout, self.viewedBefore) = (offerId, holdout, viewedBefore)
+    }
+
+    enum CodingKeys: String, CodingKey {
+        case name, priority, productId, subscriptionGroupId, segments, minTenureDays, maxTenureDays, locales, viewedBefore, kind, messageId
+        case alternateProductId, billingPlanType, offerId, holdout
+    }
+
+    /// A rule written before `viewedBefore` existed reads as `any`.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(name: try c.decode(String.self, forKey: .name), priority: try c.decode(Int.self, forKey: .priority),
+                  productId: try c.decodeIfPresent(String.self, forKey: .productId),
+                  subscriptionGroupId: try c.decodeIfPresent(String.self, forKey: .subscriptionGroupId),
+                  segments: try c.decode([Segment].self, forKey: .segments),
+                  minTenureDays: try c.decodeIfPresent(Int.self, forKey: .minTenureDays), maxTenureDays: try c.decodeIfPresent(Int.self, forKey: .maxTenureDays),
+                  locales: try c.decode([String].self, forKey: .locales),
+                  viewedBefore: try c.decodeIfPresent(ViewedBefore.self, forKey: .viewedBefore) ?? .any,
+                  kind: try c.decode(RetentionAnswerKind.self, forKey: .kind), messageId: try c.decode(String.self, forKey: .messageId),
+                  alternateProductId: try c.decodeIfPresent(String.self, forKey: .alternateProductId),
+                  billingPlanType: try c.decodeIfPresent(String.self, forKey: .billingPlanType),
+                  offerId: try c.decodeIfPresent(String.self, forKey: .offerId), holdout: try c.decode(Double.self, forKey: .holdout))
     }
 
     /// The one line saying what is wrong with this rule; nil when it can be used.
@@ -83,7 +161,7 @@ public struct RetentionRule: Sendable, Equatable, Codable {
             if let hi = maxTenureDays, days > hi { return false }
         }
         if !locales.isEmpty, !locales.contains(where: { RetentionFacts.locale($0, covers: facts.userLocale) }) { return false }
-        return true
+        return viewedBefore.admits(lastView: facts.lastView, known: facts.viewsKnown, now: facts.requestedAt)
     }
 }
 
@@ -95,10 +173,18 @@ public struct RetentionFacts: Sendable, Equatable {
     public var subscriptionGroupId: String?
     public var segment: Segment?
     public var tenureDays: Int?
+    /// The request's moment (its signedDate).
+    public var requestedAt: Date
+    /// The last cancel-page view recorded before this request (nil: none), when `viewsKnown`.
+    public var lastView: Date?
+    /// Whether the database answered with the views (false: a rule on them does not match).
+    public var viewsKnown: Bool
 
-    public init(productId: String, userLocale: String, subscriptionGroupId: String? = nil, segment: Segment? = nil, tenureDays: Int? = nil) {
+    public init(productId: String, userLocale: String, subscriptionGroupId: String? = nil, segment: Segment? = nil, tenureDays: Int? = nil,
+                requestedAt: Date = Date(timeIntervalSince1970: 0), lastView: Date? = nil, viewsKnown: Bool = false) {
         (self.productId, self.userLocale, self.subscriptionGroupId, self.segment, self.tenureDays) =
             (productId, userLocale, subscriptionGroupId, segment, tenureDays)
+        (self.requestedAt, self.lastView, self.viewsKnown) = (requestedAt, lastView, viewsKnown)
     }
 
     /// `en-US`, `en_us` → `en_us`.

@@ -34,7 +34,9 @@ enum CancelPagePanel {
         let held = views.filter { $0.arm == "holdout" }.reduce(0) { $0 + $1.count }
         let lead: HTML = """
             \(Format.count(total)) views of the subscription page: \(Format.count(treated)) shown a rule's answer, \
-            \(Format.count(held)) held out (shown the default message), \(Format.count(total - treated - held)) matched no rule.
+            \(Format.count(held)) held out (shown the default message), \(Format.count(total - treated - held)) matched no rule. \
+            \(Format.count(data.cancelViewers)) subscribers viewed it last in the window; \(Format.count(data.cancelViewersStillRenewing)) \
+            of them still renew (auto-renew on, not churned).
             """
         return ReportPage.panel("cancel", ids, lead: lead, "\(chart)\(Chart.legend(series.map { ($0.name, $0.color) }))\(table.html)\(outcomes)")
     }

@@ -40,6 +40,9 @@ public struct ReportData: Sendable, Equatable {
     /// Cancel-page views in the window by arm and what was shown, and their outcomes.
     public var cancelViews: [ReportRows.CancelViewCount] = []
     public var cancelOutcomes: [Outcome] = []
+    /// Subscribers whose last cancel-page view is in the window, and those still renewing.
+    public var cancelViewers = 0
+    public var cancelViewersStillRenewing = 0
 
     public init(asOf: Date, days: Int) {
         self.asOf = asOf
@@ -67,6 +70,7 @@ public struct ReportData: Sendable, Equatable {
         refunds = rows.refunds
         cancelViews = rows.cancelViews
         cancelOutcomes = rows.cancelOutcomes
+        (cancelViewers, cancelViewersStillRenewing) = (rows.cancelViewers, rows.cancelViewersStillRenewing)
     }
 
     /// True when there is nothing at all to show: no subscriptions, no history, no runs.

@@ -118,7 +118,8 @@ public final class RetentionAnswerer: Sendable {
         let facts = RetentionFacts(
             productId: request.productId, userLocale: request.userLocale, subscriptionGroupId: lookup?.subscriptionGroupId,
             segment: lookup?.segment,
-            tenureDays: lookup?.originalPurchase.map { Int(signedAt.timeIntervalSince($0) / 86_400) })
+            tenureDays: lookup?.originalPurchase.map { Int(signedAt.timeIntervalSince($0) / 86_400) },
+            requestedAt: signedAt, lastView: lookup?.lastCancelPageViewAt, viewsKnown: lookup != nil)
         let (rules, defaults) = door.rules()
         let choice = RetentionChoice.choose(rules: rules, defaults: defaults, facts: facts,
                                             draw: RetentionDraw.draw(request.originalTransactionId))

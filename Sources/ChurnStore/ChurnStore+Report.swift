@@ -106,6 +106,7 @@ extension ChurnStore {
             ReportRows.CancelViewCount(arm: try $0.decode(String.self, "arm"), shown: try $0.decode(String.self, "shown"),
                                        count: try $0.decode(Int.self, "n"))
         }
+        (data.cancelViewers, data.cancelViewersStillRenewing) = try reportCancelPageViewers(db, app: data.app, asOf: data.asOf, days: data.days)
         data.cancelOutcomes = try cancelPageOutcomes(db, app: data.app, since: nil, asOf: data.asOf).map {
             ReportRows.Outcome(campaign: $0.campaign, offerId: $0.answerKind, entries: $0.entries, delivered: $0.delivered,
                                decided: $0.decided, saved: $0.saved, holdoutEntries: $0.holdoutEntries,

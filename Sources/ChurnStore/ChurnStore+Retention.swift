@@ -44,6 +44,8 @@ public struct RetentionLookup: Sendable, Equatable {
     public var segment: Segment?
     public var originalPurchase: Date?
     public var periodEndsAt: Date?
+    /// The subscriber's last cancel-page view recorded (nil: none).
+    public var lastCancelPageViewAt: Date?
     /// The body answered before to this `requestIdentifier` (nil: not seen, or answered none).
     public var earlierAnswer: String?
     public var seenBefore: Bool
@@ -69,7 +71,7 @@ extension ChurnStore {
                 """)[0].decode(String.self, "v")
             let rules = try db.query("""
                 SELECT name, priority, product_id, subscription_group_id, segments, min_tenure_days, max_tenure_days, locales,
-                       kind, message_id::text AS message_id, alternate_product_id, billing_plan_type, offer_id, holdout
+                       viewed_before, kind, message_id::text AS message_id, alternate_product_id, billing_plan_type, offer_id, holdout
                 FROM churnwatch.retention_rules WHERE bundle_id = \(app) ORDER BY priority, name
                 """).compactMap { row -> RetentionRule? in
                 func blank(_ s: String) -> String? { s.isEmpty ? nil : s }
@@ -81,7 +83,8 @@ extension ChurnStore {
                     subscriptionGroupId: blank(try row.decode(String.self, "subscription_group_id")),
                     segments: try row.decode([String].self, "segments").compactMap(Segment.init(rawValue:)),
                     minTenureDays: try row.decode(Int?.self, "min_tenure_days"), maxTenureDays: try row.decode(Int?.self, "max_tenure_days"),
-                    locales: try row.decode([String].self, "locales"), kind: kind, messageId: try row.decode(String.self, "message_id"),
+                    locales: try row.decode([String].self, "locales"),
+                    viewedBefore: ViewedBefore(try row.decode(String.self, "viewed_before")) ?? .any, kind: kind, messageId: try row.decode(String.self, "message_id"),
                     alternateProductId: try row.decode(String?.self, "alternate_product_id"),
                     billingPlanType: try row.decode(String?.self, "billing_plan_type"), offerId: try row.decode(String?.self, "offer_id"),
                     holdout: try row.decode(Double.self, "holdout"))
@@ -102,13 +105,14 @@ extension ChurnStore {
         _ = try await pool.withConnection { db in
             try db.execute("""
                 INSERT INTO churnwatch.retention_rules (bundle_id, name, priority, product_id, subscription_group_id, segments,
-                    min_tenure_days, max_tenure_days, locales, kind, message_id, alternate_product_id, billing_plan_type, offer_id, holdout)
+                    min_tenure_days, max_tenure_days, locales, viewed_before, kind, message_id, alternate_product_id, billing_plan_type, offer_id, holdout)
                 VALUES (\(app), \(r.name), \(r.priority), \(r.productId ?? ""), \(r.subscriptionGroupId ?? ""), \(r.segments.map(\.rawValue))::text[],
-                    \(r.minTenureDays), \(r.maxTenureDays), \(r.locales)::text[], \(r.kind.rawValue), \(r.messageId)::uuid,
+                    \(r.minTenureDays), \(r.maxTenureDays), \(r.locales)::text[], \(r.viewedBefore.description), \(r.kind.rawValue), \(r.messageId)::uuid,
                     \(r.alternateProductId), \(r.billingPlanType), \(r.offerId), \(r.holdout))
                 ON CONFLICT (bundle_id, name) DO UPDATE SET priority = excluded.priority, product_id = excluded.product_id,
                     subscription_group_id = excluded.subscription_group_id, segments = excluded.segments,
                     min_tenure_days = excluded.min_tenure_days, max_tenure_days = excluded.max_tenure_days, locales = excluded.locales,
+                    viewed_before = excluded.viewed_before,
                     kind = excluded.kind, message_id = excluded.message_id, alternate_product_id = excluded.alternate_product_id,
                     billing_plan_type = excluded.billing_plan_type, offer_id = excluded.offer_id, holdout = excluded.holdout,
                     updated_at = now()
@@ -149,13 +153,14 @@ extension ChurnStore {
         try await pool.withConnection { db in
             let row = try db.query("""
                 SELECT s.subscription_group_id, g.segment, (s.snapshot->>'original_purchase_date_ms')::bigint AS opd, s.expires_at,
+                       g.last_cancel_page_view_at,
                        r.request_identifier IS NOT NULL AS seen, r.answer::text AS answer,
                        (SELECT count(*) || ':' || coalesce(max(updated_at)::text, '') FROM churnwatch.retention_rules WHERE bundle_id = \(app))
                        || '/' || (SELECT count(*) || ':' || coalesce(max(updated_at)::text, '')
                                   FROM churnwatch.retention_defaults WHERE bundle_id = \(app)) AS rules_version
                 FROM (SELECT 1) AS one
                 LEFT JOIN churnwatch.subscriptions s ON s.original_transaction_id = \(originalTransactionId) AND s.bundle_id = \(app)
-                LEFT JOIN churnwatch.subscription_segments g ON g.original_transaction_id = s.original_transaction_id
+                LEFT JOIN churnwatch.subscription_segments g ON g.original_transaction_id = \(originalTransactionId) AND g.bundle_id = \(app)
                 LEFT JOIN churnwatch.retention_message_requests r ON r.request_identifier = \(requestIdentifier)
                 """)[0]
             return RetentionLookup(
@@ -163,13 +168,14 @@ extension ChurnStore {
                 segment: try row.decode(String?.self, "segment").flatMap(Segment.init(rawValue:)),
                 originalPurchase: try row.decode(Int64?.self, "opd").map { Date(timeIntervalSince1970: Double($0) / 1000) },
                 periodEndsAt: try row.decode(Date?.self, "expires_at"),
+                lastCancelPageViewAt: try row.decode(Date?.self, "last_cancel_page_view_at"),
                 earlierAnswer: try row.decode(String?.self, "answer"), seenBefore: try row.decode(Bool.self, "seen"),
                 rulesVersion: try row.decode(String.self, "rules_version"))
         }
     }
 
-    /// Records answered requests and logs each new one as a `cancel_page_viewed` event, in one
-    /// transaction. A request already recorded (by `requestIdentifier`) changes nothing.
+    /// Records answered requests, logs each new one as a `cancel_page_viewed` event and sets the
+    /// subscriber's `last_cancel_page_view_at`, in one transaction. A request already recorded (by `requestIdentifier`) changes nothing.
     /// Returns how many were new.
     @discardableResult
     public func retentionRecord(_ records: [RetentionRequestRecord]) async throws -> Int {
@@ -205,6 +211,11 @@ extension ChurnStore {
                            \(app)
                     FROM stored
                     ON CONFLICT DO NOTHING
+                ), viewed AS (
+                    UPDATE churnwatch.subscription_segments AS g
+                    SET last_cancel_page_view_at = greatest(g.last_cancel_page_view_at, v.at)
+                    FROM (SELECT original_transaction_id, max(signed_at) AS at FROM stored GROUP BY 1) AS v
+                    WHERE g.original_transaction_id = v.original_transaction_id AND g.bundle_id = \(app)
                 )
                 SELECT count(*) AS n FROM stored
                 """)[0].decode(Int.self, "n")

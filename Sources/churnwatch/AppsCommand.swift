@@ -57,7 +57,7 @@ struct AppsCommand: AsyncParsableCommand {
         var notifications: String?
 
         /// `record` with the options given applied, checked.
-        func applied(to record: AppRecord) throws -> AppRecord {
+        func applied(to record: AppSettings) throws -> AppSettings {
             var r = record
             if let id = appAppleId {
                 guard id > 0 else { throw CLIError.configuration("--app-apple-id \(id) is not an app Apple id (a positive integer)") }
@@ -122,13 +122,14 @@ struct AppsCommand: AsyncParsableCommand {
         func run() async throws {
             global.bootstrapLogging()
             try await reportingErrors {
-                let record = try settings.applied(to: AppRecord(bundleId: try settings.checkedBundleId()))
-                let environment = record.environment ?? ProcessInfo.processInfo.environment["APPSTORE_ENVIRONMENT"] ?? "Production"
-                if record.appAppleId == nil, environment.lowercased() == "production" {
+                let bundleId = try settings.checkedBundleId()
+                let own = try settings.applied(to: AppSettings())
+                let environment = own.environment ?? ProcessInfo.processInfo.environment["APPSTORE_ENVIRONMENT"] ?? "Production"
+                if own.appAppleId == nil, environment.lowercased() == "production" {
                     throw CLIError.configuration("a Production app needs its app Apple id: give --app-apple-id (App Store Connect, App Information)")
                 }
                 let store = try await AppsCommand.store(global)
-                try await AppsCommand.saving { try await store.appsSave(record, replace: false) }
+                let record = try await AppsCommand.saving { try await store.appsSave(bundleId, own, replace: false) }
                 print("app added: \(record.bundleId) (\(AppsText.settings(record)))")
             }
         }
@@ -148,8 +149,8 @@ struct AppsCommand: AsyncParsableCommand {
                 guard let current = AppRecord.named(name, in: try await store.appsList()) else {
                     throw CLIError.configuration("no app \(name): add it with `churnwatch apps add` (`churnwatch apps list` shows the apps)")
                 }
-                let record = try settings.applied(to: current)
-                try await AppsCommand.saving { try await store.appsSave(record, replace: true) }
+                let changed = try settings.applied(to: current.settings)
+                let record = try await AppsCommand.saving { try await store.appsSave(current.bundleId, changed, replace: true) }
                 print("app changed: \(record.bundleId) (\(AppsText.settings(record)))")
             }
         }
@@ -206,9 +207,9 @@ struct AppsCommand: AsyncParsableCommand {
     }
 
     /// A refusal of the store's (already there, not there, the default app) is bad input: 78.
-    static func saving(_ body: () async throws -> Void) async throws {
+    static func saving<T>(_ body: () async throws -> T) async throws -> T {
         do {
-            try await body()
+            return try await body()
         } catch let e as AppsError {
             throw CLIError.configuration(e.description)
         }

@@ -70,6 +70,7 @@ struct RuleSet: AsyncParsableCommand {
     @Option(name: .customLong("min-tenure-days"), help: "Only customers subscribed at least this many days.") var minTenure: Int?
     @Option(name: .customLong("max-tenure-days"), help: "Only customers subscribed at most this many days.") var maxTenure: Int?
     @Option(name: .customLong("locales"), help: "Only these locales or languages (comma-separated, e.g. en,fr-FR).") var locales: String?
+    @Option(name: .customLong("viewed-before"), help: ArgumentHelp("Only a first visit (never: no view recorded before), a repeated one (within:N: a view within the N days before), or any.", valueName: "any|never|within:N")) var viewedBefore = "any"
     @Option(name: .customLong("alternate-product"), help: "alternate_product: the product suggested.") var alternateProduct: String?
     @Option(name: .customLong("billing-plan-type"), help: "alternate_product: its billing plan type (optional).") var billingPlanType: String?
     @Option(name: .customLong("offer-id"), help: "promotional_offer: the offer's identifier.") var offerId: String?
@@ -85,12 +86,15 @@ struct RuleSet: AsyncParsableCommand {
             }
             return s
         }
+        guard let viewed = ViewedBefore(viewedBefore) else {
+            throw CLIError.configuration("--viewed-before \"\(viewedBefore.prefix(40))\" is not any, never or within:N (N days, 1 to 9999)")
+        }
         guard let share = Double(holdout) else { throw CLIError.configuration("--holdout \"\(holdout)\" is not a share from 0 to below 1 (e.g. 0.1)") }
         let rule = RetentionRule(
             name: try OffersCommand.name(name, flag: "--name"), priority: priority, productId: try product.map { try OffersCommand.name($0, flag: "--product") },
             subscriptionGroupId: try group.map { try OffersCommand.name($0, flag: "--group") }, segments: segments,
             minTenureDays: minTenure, maxTenureDays: maxTenure, locales: try MessagesCommand.list(locales).map(MessagesCommand.locale),
-            kind: kind, messageId: try MessagesCommand.message(message),
+            viewedBefore: viewed, kind: kind, messageId: try MessagesCommand.message(message),
             alternateProductId: try alternateProduct.map { try OffersCommand.name($0, flag: "--alternate-product") },
             billingPlanType: billingPlanType, offerId: try offerId.map { try OffersCommand.name($0, flag: "--offer-id") }, holdout: share)
         if let problem = rule.problem { throw CLIError.configuration(problem) }

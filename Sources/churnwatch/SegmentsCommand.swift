@@ -11,7 +11,10 @@ struct SegmentsCommand: AsyncParsableCommand {
             zeros included. The change is against the latest day in churnwatch.segment_daily before today (UTC), or \
             before --day. --revenue prints revenue at risk instead (segment, currency, subscriptions, \
             revenue_at_risk in units, bundle_id; CSV with --csv). --csv prints segment,subscriptions,change,bundle_id (with \
-            --by-product: segment,product_id,subscriptions,change,bundle_id); change is empty when there is no earlier day.
+            --by-product: segment,product_id,subscriptions,change,bundle_id); change is empty when there is no earlier day. \
+            --cancel-page prints, per segment, the subscriptions whose last cancel-page view (churnwatch serve) is within \
+            the 30 days up to --day (default now), and how many of them still renew (CSV: \
+            segment,subscriptions,viewed_cancel_page,viewed_still_renewing,bundle_id).
 
             Several apps (every app in churnwatch.apps, or those given with --app): the table of each, after a line \
             "app BUNDLE_ID"; CSV: one header, then every app's rows, each naming its app in bundle_id.
@@ -32,6 +35,9 @@ struct SegmentsCommand: AsyncParsableCommand {
     @Flag(name: .customLong("revenue"), help: "Revenue at risk instead: the next renewal's price summed per segment and currency (will_not_renew, price_increase_pending, grace_period, billing_retry).")
     var revenue = false
 
+    @Flag(name: .customLong("cancel-page"), help: "Per segment: subscriptions that viewed the cancel page in the 30 days up to --day, and those still renewing.")
+    var cancelPage = false
+
     @Option(name: .customLong("day"), help: ArgumentHelp("Compare with the latest day before this one (YYYY-MM-DD or ISO 8601; default: today, UTC).", valueName: "day"))
     var day: String?
 
@@ -41,6 +47,14 @@ struct SegmentsCommand: AsyncParsableCommand {
             let day = try TimeArgument.parse(self.day, flag: "--day") ?? Date()
             let stores = try await app.readingStores(global)
             guard !stores.isEmpty else { throw AppOptions.noAppsYet }
+            if cancelPage {
+                var blocks: [(app: String, rows: [SegmentViews])] = []
+                for store in stores { blocks.append((store.app, try await store.segmentCancelPageViews(asOf: day, days: 30))) }
+                let lines = csv ? [Self.viewsCSVHeader] + blocks.flatMap { Self.viewsCSV($0.rows, app: $0.app) }
+                                : PerAppText.lines(blocks.map { ($0.app, Self.viewsLines($0.rows)) })
+                print(lines.joined(separator: "\n"))
+                return
+            }
             if revenue {
                 var blocks: [(app: String, rows: [SegmentRevenue])] = []
                 for store in stores { blocks.append((store.app, try await store.segmentRevenueAtRisk())) }
@@ -119,6 +133,24 @@ struct SegmentsCommand: AsyncParsableCommand {
                        + String(r.subscriptions).leftPad(15) + amount(r.renewalPrice).leftPad(17))
         }
         if rows.isEmpty { out.append("no subscription at risk") }
+        return out
+    }
+
+    static let viewsCSVHeader = "segment,subscriptions,viewed_cancel_page,viewed_still_renewing,bundle_id"
+
+    static func viewsCSV(_ rows: [SegmentViews], app: String) -> [String] {
+        rows.map { [$0.segment, String($0.subscriptions), String($0.viewed), String($0.viewedStillRenewing), app].map(csvField).joined(separator: ",") }
+    }
+
+    /// The cancel page's views per segment (last view within 30 days).
+    static func viewsLines(_ rows: [SegmentViews]) -> [String] {
+        func line(_ a: String, _ b: String, _ c: String, _ d: String) -> String {
+            a.padding(toLength: 28, withPad: " ", startingAt: 0) + b.leftPad(13) + c.leftPad(22) + d.leftPad(15)
+        }
+        var out = [line("segment", "subscriptions", "viewed cancel page 30d", "still renewing")]
+        for r in rows { out.append(line(r.segment, String(r.subscriptions), String(r.viewed), String(r.viewedStillRenewing))) }
+        out.append(line("total", String(rows.reduce(0) { $0 + $1.subscriptions }), String(rows.reduce(0) { $0 + $1.viewed }),
+                        String(rows.reduce(0) { $0 + $1.viewedStillRenewing })))
         return out
     }
 }

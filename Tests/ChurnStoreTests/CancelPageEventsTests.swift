@@ -31,3 +31,39 @@ struct CancelPageEventsTests {
         }
     }
 }
+
+/// `subscription_segments.last_cancel_page_view_at` (issue 48, decision Y): set from each
+/// recorded view, the latest kept; read by the cancel page's lookup; rules keep `viewed_before`.
+@Suite("the last cancel-page view")
+struct LastCancelPageViewTests {
+    @Test("a recorded view sets the subscriber's last view (the latest of several, never moved back); the lookup reads it; a rule's viewed_before round-trips")
+    func lastViewKept() async throws {
+        try await FreshDatabase.with { fresh in
+            let db = try WinbackQueueTests.migrated(fresh)
+            try db.execute("""
+                INSERT INTO churnwatch.subscription_segments (original_transaction_id, segment, segment_since, auto_renew, bundle_id)
+                VALUES ('cp-1', 'active', now(), true, 'com.example.churnwatch'), ('cp-2', 'will_not_renew', now(), false, 'com.example.churnwatch')
+                """)
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
+            let t = Date(timeIntervalSince1970: 1_795_255_200)
+            #expect(try await store.retentionLookup(originalTransactionId: "cp-1", requestIdentifier: UUID()).lastCancelPageViewAt == nil)
+            try await store.retentionRecord([CancelPageEventsTests.view(UUID(), at: t), CancelPageEventsTests.view(UUID(), at: t + 60)])
+            #expect(try await store.retentionLookup(originalTransactionId: "cp-1", requestIdentifier: UUID()).lastCancelPageViewAt == t + 60)
+            try await store.retentionRecord([CancelPageEventsTests.view(UUID(), at: t + 30)])
+            #expect(try await store.retentionLookup(originalTransactionId: "cp-1", requestIdentifier: UUID()).lastCancelPageViewAt == t + 60)
+            // Per segment: viewed within 30 days of the day asked, and still renewing.
+            let views = Dictionary(uniqueKeysWithValues: try await store.segmentCancelPageViews(asOf: t + 86_400, days: 30).map { ($0.segment, $0) })
+            #expect(views.count == Segment.allCases.count)
+            #expect(views["active"].map { ($0.subscriptions, $0.viewed, $0.viewedStillRenewing) } ?? (0, 0, 0) == (1, 1, 1))
+            #expect(views["will_not_renew"].map { ($0.subscriptions, $0.viewed) } ?? (0, 0) == (1, 0))
+            #expect(try await store.segmentCancelPageViews(asOf: t + 31 * 86_400 + 61, days: 30).allSatisfy { $0.viewed == 0 })
+            let rule = RetentionRule(name: "second", viewedBefore: .within(days: 14), kind: .message, messageId: ViewedBeforeFixture.m)
+            try await store.retentionRuleSet(rule)
+            #expect(try await store.retentionRules().rules == [rule])
+        }
+    }
+}
+
+enum ViewedBeforeFixture {
+    static let m = "11111111-1111-4111-8111-111111111111"
+}
