@@ -21,7 +21,7 @@ public final class RetentionAnswerer: Sendable {
         public init() {}
     }
 
-    private let doors: @Sendable (Int64) async -> RetentionDoor?
+    private let doors: @Sendable (Int64) async -> AppLookup<RetentionDoor>
     private let settings: Settings
     let metrics: RetentionMetrics
     private let recorder: RetentionRecorder
@@ -29,12 +29,14 @@ public final class RetentionAnswerer: Sendable {
     private let recent = RecentAnswers(capacity: 10_000)
     private let logger: Logger
     private let now: @Sendable () -> Date
+    private let door: AppleDoor
 
-    /// - Parameter doors: the app whose app Apple id a request names (nil: none of the database's).
+    /// - Parameter doors: the app whose app Apple id a request names.
     public init(settings: Settings, metrics: RetentionMetrics, logger: Logger, now: @escaping @Sendable () -> Date = { Date() },
-                doors: @escaping @Sendable (Int64) async -> RetentionDoor?) {
+                doors: @escaping @Sendable (Int64) async -> AppLookup<RetentionDoor>) {
         (self.settings, self.metrics, self.logger, self.now, self.doors) = (settings, metrics, logger, now, doors)
         recorder = RetentionRecorder(metrics: metrics)
+        door = AppleDoor(noun: "request", logger: logger) { metrics.rejected($0) }
     }
 
     /// At shutdown: waits (at most `grace`) until every answered request is recorded; false when
@@ -44,25 +46,22 @@ public final class RetentionAnswerer: Sendable {
         return await within(grace) { await recorder.idle() } != nil
     }
 
-    struct Body: Decodable {
-        var signedPayload: String
-    }
-
     /// The app Apple id a payload claims, read before verification only to choose whose verifier to ask.
-    static func claimedAppAppleId(_ signedPayload: String) -> Int64? {
+    static func claim(_ signedPayload: String) -> ClaimRead<Int64> {
         struct Claim: Decodable { var appAppleId: Int64? }
         let parts = signedPayload.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let data = Base64URL.decode(String(parts[1])) else { return nil }
-        return (try? JSONDecoder().decode(Claim.self, from: Data(data)))?.appAppleId
+        guard parts.count == 3, let data = Base64URL.decode(String(parts[1])),
+              let claim = try? JSONDecoder().decode(Claim.self, from: Data(data)) else { return .unreadable }
+        return claim.appAppleId.map { .names($0) } ?? .none
     }
 
     public func answer(_ body: [UInt8]) async -> ServeResponse {
         let started = ContinuousClock.now
-        guard let payload = try? JSONDecoder().decode(Body.self, from: Data(body)).signedPayload, !payload.isEmpty else {
-            return refuse("body", 400, "the body is not a JSON object with a signedPayload string")
-        }
-        guard let appId = Self.claimedAppAppleId(payload), let door = await doors(appId) else {
-            return refuse("unknown_app", 403, "the request names no app of this database by its appAppleId")
+        let doors = self.doors
+        let (payload, door): (String, RetentionDoor)
+        switch await self.door.admit(body, claim: Self.claim, find: { await doors($0) }) {
+        case .failure(let refusal): return refusal.response
+        case .success(let found): (payload, door) = found
         }
         let request: DecodedRealtimeRequestBody
         do throws(JWSVerificationFailure) {
@@ -171,8 +170,7 @@ public final class RetentionAnswerer: Sendable {
     }
 
     private func refuse(_ reason: String, _ status: Int, _ why: String) -> ServeResponse {
-        metrics.rejected(reason)
-        return .text(status, why)
+        door.refuse(reason, status, why).response
     }
 }
 

@@ -1,4 +1,5 @@
 import Foundation
+import Polling
 import Synchronization
 
 /// The apps serve takes requests for: their feeds (notifications, by bundle id) and their cancel
@@ -7,11 +8,12 @@ import Synchronization
 /// is served without a restart.
 public final class ServeApps: Sendable {
     public struct Loaded: Sendable {
-        /// By bundle id (compared without case).
-        public var doors: [String: NotificationReceiver.Door] = [:]
+        /// By bundle id (compared without case): each app's feed (which verifies as its sync
+        /// does), or why its settings cannot be used.
+        public var doors: [String: AppLookup<FeedSync>] = [:]
         public var appliers: [InboxApplier.App] = []
-        /// By app Apple id: the apps that have one.
-        public var retention: [Int64: RetentionDoor] = [:]
+        /// By app Apple id: the apps that have one (and why its settings cannot be used).
+        public var retention: [Int64: AppLookup<RetentionDoor>] = [:]
         public init() {}
     }
 
@@ -33,23 +35,23 @@ public final class ServeApps: Sendable {
         (self.load, self.refreshEvery) = (load, refreshEvery)
     }
 
-    static func lowered(_ doors: [String: NotificationReceiver.Door]) -> [String: NotificationReceiver.Door] {
+    static func lowered(_ doors: [String: AppLookup<FeedSync>]) -> [String: AppLookup<FeedSync>] {
         Dictionary(doors.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
     }
 
     /// The feeds the applier drains now.
     var appliers: [InboxApplier.App] { state.withLock { $0.loaded.appliers } }
 
-    /// The app `bundleId` names; nil when the database has no such app (read again first, unless
-    /// it was read within `refreshEvery`).
-    func door(_ bundleId: String) async -> NotificationReceiver.Door? {
+    /// The app `bundleId` names; unknown when the database has no such app (read again first,
+    /// unless it was read within `refreshEvery`).
+    func door(_ bundleId: String) async -> AppLookup<FeedSync> {
         let key = bundleId.lowercased()
-        return await find { $0.doors[key] }
+        return await find { $0.doors[key] } ?? .unknown
     }
 
-    /// The cancel page of the app whose app Apple id is `appAppleId`; nil when none has it.
-    public func retention(_ appAppleId: Int64) async -> RetentionDoor? {
-        await find { $0.retention[appAppleId] }
+    /// The cancel page of the app whose app Apple id is `appAppleId`.
+    public func retention(_ appAppleId: Int64) async -> AppLookup<RetentionDoor> {
+        await find { $0.retention[appAppleId] } ?? .unknown
     }
 
     private func find<T: Sendable>(_ pick: @Sendable (Loaded) -> T?) async -> T? {

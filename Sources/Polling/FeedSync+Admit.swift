@@ -25,9 +25,9 @@ extension FeedSync {
         }
     }
 
-    /// The bundle id a notification's payload claims, read before verification only to choose
-    /// which app's verifier to ask; nil when it cannot be read.
-    public static func claimedBundleId(_ signedPayload: String) -> String? {
-        InboxPayload.claimedBundleId(signedPayload)
+    /// Read before verification only to choose which app's verifier to ask: whether a notification's payload can be read at all (a JWS whose payload is a JSON
+    /// object), and the bundle id it claims.
+    public static func claim(_ signedPayload: String) -> (readable: Bool, bundleId: String?) {
+        InboxPayload.claim(signedPayload)
     }
 }

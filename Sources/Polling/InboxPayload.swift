@@ -12,13 +12,19 @@ enum InboxPayload {
     /// signed transaction and renewal info are base64url strings, so the payload's one plain
     /// `"bundleId"` is `data`'s (or, without data, a summary's, which names the app too).
     static func claimedBundleId(_ jws: String) -> String? {
+        claim(jws).bundleId
+    }
+
+    /// Whether the payload segment decodes to a JSON object, and its `"bundleId"` when it has one.
+    static func claim(_ jws: String) -> (readable: Bool, bundleId: String?) {
         var jws = jws
-        return jws.withUTF8 { bytes -> String? in
+        return jws.withUTF8 { bytes -> (Bool, String?) in
             guard let first = bytes.firstIndex(of: UInt8(ascii: ".")),
                   let second = bytes[(first + 1)...].firstIndex(of: UInt8(ascii: ".")),
                   second - first - 1 <= 1 << 20,
-                  let payload = Base64URL.decode(utf8: bytes[(first + 1)..<second]) else { return nil }
-            return bundleId(in: payload)
+                  let payload = Base64URL.decode(utf8: bytes[(first + 1)..<second]),
+                  payload.first(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }) == UInt8(ascii: "{") else { return (false, nil) }
+            return (true, bundleId(in: payload))
         }
     }
 

@@ -77,6 +77,8 @@ enum ServeParts {
                 let line = classify(error).0
                 logger.error("this app's settings cannot be used: its notifications are answered 503", metadata: ["bundle_id": "\(name)", "error": "\(line)"])
                 parts.doors[name] = .misconfigured(line)
+                // The cancel page of an app named by its app Apple id: the same answer (503).
+                if let appAppleId = app.record.appAppleId { parts.retention[appAppleId] = .misconfigured(line) }
             case .success(let config):
                 var context = try await FeedContext.open(url: url, config: config, options: options, asOf: Date(), logger: logger)
                 // Verified by this process's receiver moments ago: not again.
@@ -94,7 +96,7 @@ enum ServeParts {
                                              alsoSandbox: true)
                     // Read again at the first request when this fails.
                     try? await door.load()
-                    parts.retention[appAppleId] = door
+                    parts.retention[appAppleId] = .open(door)
                 }
             }
         }

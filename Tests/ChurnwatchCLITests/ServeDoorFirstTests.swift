@@ -64,11 +64,11 @@ struct ServeDoorFirstTests {
 
     @Test("the body: Apple's exact shape read directly; other spacing, members or escapes read by JSONDecoder; anything else refused")
     func body() {
-        func read(_ s: String) -> String? { NotificationReceiver.signedPayload(Array(s.utf8)) }
-        #expect(NotificationReceiver.plainSignedPayload(Array(#"{"signedPayload":"a.b.c"}"#.utf8)) == "a.b.c")
-        #expect(NotificationReceiver.plainSignedPayload(Array(" {\n \"signedPayload\" : \"a.b.c\" }\n".utf8)) == "a.b.c")
+        func read(_ s: String) -> String? { AppleDoor.signedPayload(Array(s.utf8)) }
+        #expect(AppleDoor.plainSignedPayload(Array(#"{"signedPayload":"a.b.c"}"#.utf8)) == "a.b.c")
+        #expect(AppleDoor.plainSignedPayload(Array(" {\n \"signedPayload\" : \"a.b.c\" }\n".utf8)) == "a.b.c")
         // Not the plain shape: JSONDecoder reads them, as before.
-        #expect(NotificationReceiver.plainSignedPayload(Array(#"{"signedPayload":"a\/b"}"#.utf8)) == nil)
+        #expect(AppleDoor.plainSignedPayload(Array(#"{"signedPayload":"a\/b"}"#.utf8)) == nil)
         #expect(read(#"{"signedPayload":"a\/b"}"#) == "a/b")
         #expect(read(#"{"x":1,"signedPayload":"a.b.c"}"#) == "a.b.c")
         #expect(read(#"{"signedPayload":"a.b.c","x":1}"#) == "a.b.c")
