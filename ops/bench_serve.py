@@ -24,7 +24,10 @@ Phases, each against a serve process started here on loopback:
   retention   the cancel page (ops/bench_retention.py): retention_answer_p50_ms, _p99_ms at the
               performance test's concurrency with a nightly run beside, retention_answer_p99_ms_db_down,
               retention_fallback_share.
-BENCH_SERVE_PHASES (default all four) picks phases.
+  steady      after the burst, the newest day's notifications at BENCH_SERVE_RATE/s into the
+              burst's database, its inbox holding at least 100,000 processed rows:
+              serve_steady_cpu_ms_per_notification (serve and PostgreSQL, user+system; goal <= 1.5).
+BENCH_SERVE_PHASES (default all five) picks phases.
 """
 import json, os, random, signal, statistics, subprocess, sys, time, urllib.request
 
@@ -138,8 +141,9 @@ def saturation(url):
     # SIGTERM right after the burst (the last notification stored; wrk idles out its -d), with
     # the applier's backlog in the inbox: the stop takes at most --shutdown-grace (30 s) whatever
     # the backlog; the next start applies what is left.
+    # Twice a second: a psql process each time, a load on the cores the burst is measured on.
     while wrk.poll() is None and int(psql(url, "SELECT count(*) FROM churnwatch.notification_inbox")[0][0]) < n:
-        time.sleep(0.05)
+        time.sleep(0.5)
     used, backlog, peak = cpu_ms(serve.pid) - before, pending(url), rss_mb(serve.pid)
     signalled = time.monotonic()
     serve.send_signal(signal.SIGTERM)
@@ -172,6 +176,53 @@ def saturation(url):
     print(f"serve_stop_exit={stop_exit}")
     print(f"serve_stop_left_in_inbox={left}")
     print(f"serve_stop_all_applied_after_restart={1 if int(unapplied) == 0 else 0}")
+    serve.send_signal(signal.SIGTERM)
+    serve.wait()
+
+
+def postgres_cpu_ms():
+    """PostgreSQL's CPU: its postmaster's own and its exited children's, and every live child's."""
+    stats = {}
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            head, rest = open(f"/proc/{pid}/stat").read().rsplit(")", 1)
+        except OSError:
+            continue
+        stats[int(pid)] = (head.split("(", 1)[1], rest.split())
+    total = 0.0
+    for pid, (comm, f) in stats.items():
+        if comm != "postgres":
+            continue
+        parent = stats.get(int(f[1]), ("", []))[0]
+        ticks = int(f[11]) + int(f[12]) + (int(f[13]) + int(f[14]) if parent != "postgres" else 0)
+        total += ticks * 1000 / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+def steady(url):
+    """A steady stream after the burst: the newest day's notifications at BENCH_SERVE_RATE/s into an
+    inbox holding at least BENCH_SERVE_STEADY_ROWS processed rows (filled when the burst left fewer,
+    as 30 days of them would be), the CPU of serve and PostgreSQL per notification."""
+    want = int(os.environ.get("BENCH_SERVE_STEADY_ROWS", "100000"))
+    psql(url, f"""
+        INSERT INTO churnwatch.notification_inbox (signed_payload, received_at, processed_at, outcome, bundle_id)
+        SELECT 'filler.' || g || '.x', now() - interval '2 days', now() - interval '2 days', 'duplicate', churnwatch.default_bundle_id()
+        FROM generate_series(1, greatest(0, {want} - (SELECT count(*) FROM churnwatch.notification_inbox))) AS g""")
+    psql(url, "VACUUM ANALYZE churnwatch.notification_inbox")
+    rows = psql(url, "SELECT count(*) FROM churnwatch.notification_inbox WHERE processed_at IS NOT NULL")[0][0]
+    serve = start_serve(url)
+    serve_before, pg_before = cpu_ms(serve.pid), postgres_cpu_ms()
+    result = load(f"{work}/day.jsonl", "--rate", str(rate), "--concurrency", "8")
+    # Until every row is applied (the psql polls of the wait are counted too: a few ms in all).
+    drained(url)
+    serve_used, pg_used = cpu_ms(serve.pid) - serve_before, postgres_cpu_ms() - pg_before
+    n = max(int(result["load_ok"]), 1)
+    print(f"serve_steady_rate_per_s={rate:.0f}")
+    print(f"serve_steady_inbox_processed_rows={rows}")
+    print(f"serve_steady_notifications={result['load_ok']}")
+    print(f"serve_steady_server_cpu_ms_per_notification={serve_used / n:.3f}")
+    print(f"serve_steady_postgres_cpu_ms_per_notification={pg_used / n:.3f}")
+    print(f"serve_steady_cpu_ms_per_notification={(serve_used + pg_used) / n:.3f}")
     serve.send_signal(signal.SIGTERM)
     serve.wait()
 
@@ -232,11 +283,13 @@ def once(url, night, pg):
 if __name__ == "__main__":
     main_url, sat_url, night, pg = sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7]
     a, b = split_day(f"{work}/day.jsonl")
-    phases = os.environ.get("BENCH_SERVE_PHASES", "latency,saturation,once,retention").split(",")
+    phases = os.environ.get("BENCH_SERVE_PHASES", "latency,saturation,steady,once,retention").split(",")
     if "latency" in phases:
         latency(main_url, night)
     if "saturation" in phases:
         saturation(sat_url)
+    if "steady" in phases:
+        steady(sat_url)
     if "once" in phases:
         once(main_url, night, pg)
     if "retention" in phases:
