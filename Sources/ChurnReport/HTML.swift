@@ -1,3 +1,4 @@
+import ChurnModel
 import Foundation
 
 /// A fragment of HTML (or SVG) markup. Escaping is by construction, as `PostgresQuery` binds by
@@ -97,12 +98,9 @@ enum Format {
         return String(format: "%.1f %%", share * 100)
     }
 
-    /// Milliunits as an amount with two decimals: `1,234.50`.
-    static func amount(milliunits: Int64) -> String {
-        let cents = (Double(milliunits) / 10).rounded()
-        let whole = Int(cents / 100)
-        let frac = Int(abs(cents).truncatingRemainder(dividingBy: 100))
-        return count(whole) + "." + (frac < 10 ? "0" : "") + String(frac)
+    /// Milliunits as an amount in the currency's minor units, thousands grouped: `1,234.50`, `JPY`'s `14,900`.
+    static func amount(milliunits: Int64, currency: String?) -> String {
+        CurrencyAmount.format(milliunits: milliunits, currency: currency, grouping: true)
     }
 
     /// `1 h 02 min`, `3 min 05 s`, `12.4 s`; `–` when unknown.

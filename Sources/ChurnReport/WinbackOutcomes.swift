@@ -41,6 +41,6 @@ enum WinbackOutcomes {
 
     /// `USD 12.34, EUR 5.00` (currencies in order); `–` when nothing is kept.
     static func revenue(_ kept: [String: Int64]) -> String {
-        kept.isEmpty ? "–" : kept.keys.sorted().map { "\($0) \(Format.amount(milliunits: kept[$0] ?? 0))" }.joined(separator: ", ")
+        kept.isEmpty ? "–" : kept.keys.sorted().map { "\($0) \(Format.amount(milliunits: kept[$0] ?? 0, currency: $0))" }.joined(separator: ", ")
     }
 }

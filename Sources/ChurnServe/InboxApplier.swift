@@ -69,7 +69,7 @@ public final class InboxApplier: Sendable {
     private let stopping = Atomic<Bool>(false)
 
     public init(apps: ServeApps, database: DatabaseStore, metrics: ServeMetrics, health: ServeHealth, idle: Duration = .milliseconds(250),
-                linger: Duration = .milliseconds(100), pace: ApplierPace = ApplierPace(),
+                linger: Duration = .milliseconds(250), pace: ApplierPace = ApplierPace(),
                 doorInFlight: @escaping @Sendable () -> Int = { 0 }, logger: Logger) {
         (self.apps, self.database, self.metrics, self.health, self.idle, self.logger) = (apps, database, metrics, health, idle, logger)
         self.linger = linger
@@ -112,7 +112,7 @@ public final class InboxApplier: Sendable {
                 await wakeup.wait(timeout: idle)
                 // What arrives within `linger` of a wake goes in the same round: at a steady
                 // stream a round's fixed cost (the lock, the page, the commit's statements) is
-                // shared by the notifications of 100 ms instead of paid by each (6.9 ms of
+                // shared by the notifications of 250 ms instead of paid by each (6.9 ms of
                 // serve's and PostgreSQL's CPU a notification at 100/s without it).
                 if linger > .zero, !stopping.load(ordering: .relaxed) { try? await Task.sleep(for: linger) }
             } catch {

@@ -18,7 +18,7 @@ struct OutcomesCommand: AsyncParsableCommand {
             --json fields: campaign, offer_id, [product_id,] entries, delivered, decided, saved, saved_share, \
             holdout_entries, holdout_decided, holdout_saved, holdout_saved_share, uplift, uplift_low, uplift_high, \
             too_few_to_say, median_days_to_save, revenue_kept ({currency: amount}), bundle_id. --csv: the same columns, \
-            revenue_kept as "USD 12.34;EUR 5.00".
+            revenue_kept as "USD 12.34;JPY 1490" (each currency in its own minor units).
 
             Several apps (every app in churnwatch.apps, or those given with --app): each app's lines after a line \
             "app BUNDLE_ID"; with --json or --csv every app's rows one after the other, each naming its app in bundle_id.
@@ -117,6 +117,8 @@ struct OutcomeJSON: Encodable {
     var median_days_to_save: Double?
     /// Currency → amount in units (milliunits / 1000, exact).
     var revenue_kept: [String: Decimal]
+    /// Currency → milliunits, for text in each currency's minor units.
+    var keptMilliunits: [String: Int64]
 
     init(_ s: OutcomeSummary, app: String) {
         bundle_id = app
@@ -129,6 +131,7 @@ struct OutcomeJSON: Encodable {
         too_few_to_say = estimate?.tooFewToSay ?? true
         median_days_to_save = s.medianDaysToSave
         revenue_kept = s.revenueKept.mapValues { Decimal($0) / 1000 }
+        keptMilliunits = s.revenueKept
     }
 
     enum CodingKeys: String, CodingKey {
@@ -157,7 +160,7 @@ struct OutcomeJSON: Encodable {
     }
 
     func revenueText(separator: String) -> String {
-        revenue_kept.keys.sorted().map { "\($0) \(String(format: "%.2f", NSDecimalNumber(decimal: revenue_kept[$0]!).doubleValue))" }
+        keptMilliunits.keys.sorted().map { "\($0) \(CurrencyAmount.format(milliunits: keptMilliunits[$0] ?? 0, currency: $0))" }
             .joined(separator: separator)
     }
 

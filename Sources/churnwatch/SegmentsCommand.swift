@@ -1,4 +1,5 @@
 import ArgumentParser
+import ChurnModel
 import ChurnStore
 import Foundation
 
@@ -10,7 +11,7 @@ struct SegmentsCommand: AsyncParsableCommand {
             Sizes come from churnwatch.subscription_segments; every segment is listed, in the order of the contract, \
             zeros included. The change is against the latest day in churnwatch.segment_daily before today (UTC), or \
             before --day. --revenue prints revenue at risk instead (segment, currency, subscriptions, \
-            revenue_at_risk in units, bundle_id; CSV with --csv). --csv prints segment,subscriptions,change,bundle_id (with \
+            revenue_at_risk in units with the currency's minor units, bundle_id; CSV with --csv). --csv prints segment,subscriptions,change,bundle_id (with \
             --by-product: segment,product_id,subscriptions,change,bundle_id); change is empty when there is no earlier day. \
             --cancel-page prints, per segment, the subscriptions whose last cancel-page view (churnwatch serve) is within \
             the 30 days up to --day (default now), and how many of them still renew (CSV: \
@@ -118,19 +119,20 @@ struct SegmentsCommand: AsyncParsableCommand {
 
     static let revenueCSVHeader = "segment,currency,subscriptions,revenue_at_risk,bundle_id"
 
-    /// Revenue at risk of one app, CSV rows with `bundle_id` last (amounts in units, two decimals).
+    /// Revenue at risk of one app, CSV rows with `bundle_id` last (amounts in units, in each currency's minor units).
     static func revenueCSV(_ rows: [SegmentRevenue], app: String) -> [String] {
-        rows.map { [$0.segment, $0.currency ?? "", String($0.subscriptions), amount($0.renewalPrice), app].map(csvField).joined(separator: ",") }
+        rows.map { [$0.segment, $0.currency ?? "", String($0.subscriptions), amount($0.renewalPrice, $0.currency), app].map(csvField).joined(separator: ",") }
     }
 
-    static func amount(_ milli: Int64) -> String { String(format: "%.2f", Double(milli) / 1000) }
+    /// In the currency's own minor units (ISO 4217: JPY none, most two).
+    static func amount(_ milli: Int64, _ currency: String?) -> String { CurrencyAmount.format(milliunits: milli, currency: currency) }
 
-    /// Revenue at risk: one row per segment and currency (amounts in units, two decimals).
+    /// Revenue at risk: one row per segment and currency (amounts in units, in each currency's minor units).
     static func revenueLines(_ rows: [SegmentRevenue]) -> [String] {
         var out = ["segment".padding(toLength: 28, withPad: " ", startingAt: 0) + "currency" + "subscriptions".leftPad(15) + "revenue at risk".leftPad(17)]
         for r in rows {
             out.append(r.segment.padding(toLength: 28, withPad: " ", startingAt: 0) + (r.currency ?? "(none)").padding(toLength: 8, withPad: " ", startingAt: 0)
-                       + String(r.subscriptions).leftPad(15) + amount(r.renewalPrice).leftPad(17))
+                       + String(r.subscriptions).leftPad(15) + amount(r.renewalPrice, r.currency).leftPad(17))
         }
         if rows.isEmpty { out.append("no subscription at risk") }
         return out

@@ -29,7 +29,8 @@ extension Population {
             storefront: store.code,
             storefrontId: store.id,
             rawTransactionReason: (tx.isRenewal ? TransactionReason.renewal : .purchase).rawValue,
-            price: SimSchedule.price(full: catalog.price(product: tx.product, tier: tx.priceTier), offer: tx.offer),
+            price: SimSchedule.price(full: Storefronts.localPrice(catalog.price(product: tx.product, tier: tx.priceTier),
+                                                                  storefront: Int(record.storefront)), offer: tx.offer),
             currency: store.currency,
             appTransactionId: appTransactionId(i))
         if let rev = tx.revocation {
@@ -65,7 +66,8 @@ extension Population {
             rawAutoRenewStatus: s.reportedAutoRenew ? 1 : 0,
             isInBillingRetryPeriod: s.isInBillingRetry,
             renewalDate: EpochMilliseconds(s.latest.expiresDate),
-            renewalPrice: SimSchedule.price(full: catalog.price(product: s.autoRenewProduct, tier: tier), offer: s.pendingOffer),
+            renewalPrice: SimSchedule.price(full: Storefronts.localPrice(catalog.price(product: s.autoRenewProduct, tier: tier),
+                                                                         storefront: Int(record.storefront)), offer: s.pendingOffer),
             currency: store.currency,
             recentSubscriptionStartDate: EpochMilliseconds(s.recentStart),
             signedDate: EpochMilliseconds(s.at),

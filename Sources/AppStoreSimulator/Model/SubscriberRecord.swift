@@ -29,4 +29,16 @@ public enum Storefronts {
         ("USA", "143441", "USD", 50), ("GBR", "143444", "GBP", 12), ("DEU", "143443", "EUR", 12),
         ("FRA", "143442", "EUR", 8), ("JPN", "143462", "JPY", 8), ("CAN", "143455", "CAD", 10),
     ]
+
+    /// A catalog price (US dollars, milliunits) as the storefront's own price: Apple's price
+    /// points differ per storefront, in the currency's own units. Euros and pounds keep the
+    /// number (as Apple's equalized points roughly do, taxes included), Canadian dollars are
+    /// 1.4 times it ending in .99, yen 150 times it in whole tens of yen (9.99 → ¥1,500).
+    public static func localPrice(_ usdMilliunits: Int64, storefront: Int) -> Int64 {
+        switch all[storefront].currency {
+        case "JPY": return max(10_000, (usdMilliunits * 150 + 5_000) / 10_000 * 10_000)
+        case "CAD": return max(990, (usdMilliunits * 14 / 10 + 500) / 1_000 * 1_000 - 10)
+        default: return usdMilliunits
+        }
+    }
 }
