@@ -15,7 +15,7 @@ public final class NotificationReceiver: Sendable {
     private let stored: @Sendable () -> Void
     private let verified: VerifiedCache
     private let logger: Logger
-    private let door: AppleDoor
+    private let appleDoor: AppleDoor
 
     /// - Parameters:
     ///   - apps: the apps served, by bundle id (compared without case).
@@ -27,7 +27,7 @@ public final class NotificationReceiver: Sendable {
         (self.apps, self.metrics, self.budget, self.logger, self.stored) = (apps, metrics, budget, logger, stored)
         writer = InboxWriter(database: database)
         self.verified = verified
-        door = AppleDoor(noun: "notification", logger: logger) { metrics.rejected($0) }
+        appleDoor = AppleDoor(noun: "notification", logger: logger) { metrics.rejected($0) }
     }
 
     /// The bundle id a notification claims (``AppleDoor``).
@@ -45,7 +45,7 @@ public final class NotificationReceiver: Sendable {
     public func receive(_ body: [UInt8]) async -> ServeResponse {
         let apps = self.apps
         let (payload, feed): (String, FeedSync)
-        switch await door.admit(body, claim: Self.claim, find: { await apps.door($0) }) {
+        switch await appleDoor.admit(body, claim: Self.claim, find: { await apps.door($0) }) {
         case .failure(let refusal): return refusal.response
         case .success(let found): (payload, feed) = found
         }
@@ -53,10 +53,10 @@ public final class NotificationReceiver: Sendable {
         let uuidVerified: UUID
         switch await feed.admit(payload) {
         case .rejected(let why):
-            return door.refuse("verification", 403, "the notification did not verify: \(why.prefix(300))").response
+            return appleDoor.refuse("verification", 403, "the notification did not verify: \(why.prefix(300))").response
         case .verified(let v):
             guard let uuid = UUID(uuidString: v.notificationUUID) else {
-                return door.refuse("verification", 403, "the notification's notificationUUID is not a UUID").response
+                return appleDoor.refuse("verification", 403, "the notification's notificationUUID is not a UUID").response
             }
             uuidVerified = uuid
             self.verified.put(uuid, bundleId: app, v)

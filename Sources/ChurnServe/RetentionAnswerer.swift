@@ -29,14 +29,14 @@ public final class RetentionAnswerer: Sendable {
     private let recent = RecentAnswers(capacity: 10_000)
     private let logger: Logger
     private let now: @Sendable () -> Date
-    private let door: AppleDoor
+    private let appleDoor: AppleDoor
 
     /// - Parameter doors: the app whose app Apple id a request names.
     public init(settings: Settings, metrics: RetentionMetrics, logger: Logger, now: @escaping @Sendable () -> Date = { Date() },
                 doors: @escaping @Sendable (Int64) async -> AppLookup<RetentionDoor>) {
         (self.settings, self.metrics, self.logger, self.now, self.doors) = (settings, metrics, logger, now, doors)
         recorder = RetentionRecorder(metrics: metrics)
-        door = AppleDoor(noun: "request", logger: logger) { metrics.rejected($0) }
+        appleDoor = AppleDoor(noun: "request", logger: logger) { metrics.rejected($0) }
     }
 
     /// At shutdown: waits (at most `grace`) until every answered request is recorded; false when
@@ -59,7 +59,7 @@ public final class RetentionAnswerer: Sendable {
         let started = ContinuousClock.now
         let doors = self.doors
         let (payload, door): (String, RetentionDoor)
-        switch await self.door.admit(body, claim: Self.claim, find: { await doors($0) }) {
+        switch await appleDoor.admit(body, claim: Self.claim, find: { await doors($0) }) {
         case .failure(let refusal): return refusal.response
         case .success(let found): (payload, door) = found
         }
@@ -170,7 +170,7 @@ public final class RetentionAnswerer: Sendable {
     }
 
     private func refuse(_ reason: String, _ status: Int, _ why: String) -> ServeResponse {
-        door.refuse(reason, status, why).response
+        appleDoor.refuse(reason, status, why).response
     }
 }
 

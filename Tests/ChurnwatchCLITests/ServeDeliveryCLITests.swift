@@ -18,21 +18,6 @@ struct ServeDeliveryCLITests {
         var delivered: [String]
     }
 
-    /// A port nobody listens on now (bound, then released).
-    static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-        }
-        guard bound else { throw CLITestError("no free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
-
     /// The simulator's deliveries once it attempted everything due by its clock (bounded wait).
     static func settled(_ sim: SimulatorProcess) async throws -> Deliveries {
         let deadline = Date().addingTimeInterval(120)
@@ -45,12 +30,16 @@ struct ServeDeliveryCLITests {
 
     @Test("45 days of notifications delivered to serve while the first night runs, a fifth of the attempts dropped: every one delivered is recorded once, dropped ones are retried on Apple's schedule and shown in sendAttempts, and the history sync afterwards fills in the rest with nothing recorded twice")
     func deliveredBesideANight() async throws {
-        let port = try Self.freePort()
+        // The simulator first (serve needs its keys), delivering nowhere yet: its clock has not
+        // moved, so nothing is due. Then serve on a port of its own choosing, and the simulator
+        // told where it listens: no port is picked before a server holds it.
         let world = try await E2E.World.make(subscribers: 300, seed: 51, simFlags: [
-            "--notification-url", "http://127.0.0.1:\(port)/apple/notifications", "--drop-deliveries", "0.2",
+            "--notification-url", "http://127.0.0.1:9/not-yet", "--drop-deliveries", "0.2",
         ], populationLead: 45 * E2E.day)
         defer { world.close() }
-        let server = try await ServeCLITests.Server.start(world.env, port: port)
+        let server = try await ServeCLITests.Server.start(world.env)
+        defer { server.kill() }
+        _ = try world.sim.request("POST", "/_sim/deliveries/url?url=http://127.0.0.1:\(server.port)/apple/notifications")
         let asOf = Feed.asOf
         // The clock moves to the night: the simulator delivers what was signed since its start
         // while the run polls the same subscriptions.

@@ -35,6 +35,15 @@ extension SimApp {
         case ("GET", "/_sim/deliveries"):
             guard let d = delivery.withLock({ $0 }) else { return bad("this simulator delivers no notifications (serve --notification-url)") }
             return d.report(self)
+        case ("POST", "/_sim/deliveries/url"):
+            guard let d = delivery.withLock({ $0 }) else { return bad("this simulator delivers no notifications (serve --notification-url)") }
+            guard let url = q["url"], let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme ?? ""), parsed.host != nil else {
+                return bad("url wants an http(s) URL")
+            }
+            let sandbox = q["environment"] == "Sandbox"
+            guard q["environment"] == nil || sandbox || q["environment"] == "Production" else { return bad("environment is Production or Sandbox") }
+            d.setURL(url, sandbox: sandbox)
+            return .json(200, ["url": url, "environment": sandbox ? "Sandbox" : "Production"])
         case ("GET", "/_sim/truth"):
             var at = clock.now()
             if let s = q["at"] {

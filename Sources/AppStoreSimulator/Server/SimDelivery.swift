@@ -54,6 +54,9 @@ public final class SimDelivery: Sendable {
     private let apps: [SimApp]
     private let clock: SimClock
     private let options: DeliveryOptions
+    /// The notification URLs (Production, Sandbox: nil for Production's), set at start and by
+    /// `POST /_sim/deliveries/url` (a test starts its receiver on a free port after the simulator).
+    private let urls: Mutex<(production: String?, sandbox: String?)>
     private let client: HTTPClient
     private let state: Mutex<State>
     /// The simulated moment delivery started: what was signed before is history.
@@ -61,6 +64,7 @@ public final class SimDelivery: Sendable {
 
     public init(apps: [SimApp], clock: SimClock, options: DeliveryOptions) {
         (self.apps, self.clock, self.options) = (apps, clock, options)
+        urls = Mutex((options.production, options.sandbox))
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: .init(timeout: .init(connect: .seconds(2), read: options.timeout)))
         let now = max(clock.now(), options.after ?? .min)
         startedAt = now
@@ -144,6 +148,14 @@ public final class SimDelivery: Sendable {
         }
     }
 
+    /// Every app's notification URL from now on, in Production and (unless set apart at start)
+    /// Sandbox; with `sandbox`, Sandbox's alone.
+    func setURL(_ url: String, sandbox: Bool) {
+        urls.withLock { u in
+            if sandbox { u.sandbox = url } else { u.production = url }
+        }
+    }
+
     /// One attempt: made (or dropped), recorded, and retried on Apple's schedule when it failed.
     private func attempt(_ d: Due) async {
         let app = apps[d.app]
@@ -153,7 +165,7 @@ public final class SimDelivery: Sendable {
         var r = SimRandom(app.population.config.seed, UInt64(i), UInt64(k), 44 + UInt64(d.attempt))
         if options.dropShare > 0, r.chance(options.dropShare) {
             result = "NO_RESPONSE"
-        } else if let url = options.url(sandbox: sandbox) {
+        } else if let url = urls.withLock({ sandbox ? ($0.sandbox ?? $0.production) : $0.production }) {
             result = await post(url, app.signedNotification(i, k))
         }
         let at = clock.now()
