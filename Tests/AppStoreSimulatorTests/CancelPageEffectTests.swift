@@ -66,7 +66,7 @@ import Testing
             }
         }
         func outcome(_ v: [[String: Any]]) -> [String] {
-            v.map { "\($0["request_identifier"]!) \($0["shown"]!) \($0["averted"]!) \($0["intends_cancel"]!)" }
+            v.map { "\($0["request_identifier"]!) \($0["shown"]!) \($0["averted"]!) \($0["intends_cancel"]!)\(($0["default_reason"] as? String).map { " (\($0))" } ?? "")" }
         }
         #expect(outcome(views) == outcome(viewsAgain), "the same views, answers and outcomes for the seed")
         let cancelling = views.filter { $0["intends_cancel"] as? Bool == true }

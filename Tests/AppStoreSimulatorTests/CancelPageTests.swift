@@ -46,7 +46,8 @@ final class Counter: Sendable {
 
         let intending = views.filter { $0["intends_cancel"] as? Bool == true }
         #expect(intending.count >= 5 && views.count > intending.count, "\(intending.count) cancelling of \(views.count)")
-        #expect(views.allSatisfy { $0["shown"] as? String == "message" && $0["message_identifier"] as? String == message })
+        #expect(views.allSatisfy { $0["shown"] as? String == "message" && $0["message_identifier"] as? String == message },
+                "why the default was shown: \(Set(views.compactMap { $0["default_reason"] as? String }))")
         #expect(views.allSatisfy { $0["http_status"] as? Int == 200 && $0["posted"] as? Bool == true && $0["averted"] as? Bool == false })
         #expect(summary["views"] as? Int == views.count && summary["posted"] as? Int == views.count)
         #expect((summary["shown"] as? [String: Int])?["message"] == views.count && summary["true_effect"] as? Double == 0)

@@ -115,7 +115,7 @@ struct ServeLimitsCLITests {
         var waiting = false
         while !waiting, Date() < deadline {
             waiting = try ServeCLITests.count(watcher, """
-                SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO churnwatch.notification_inbox%'
+                SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE 'INSERT INTO churnwatch.notification_inbox%'
                 """) > 0
             if !waiting { try await Task.sleep(for: .milliseconds(20)) }
         }

@@ -41,8 +41,11 @@ struct ServeStopCLITests {
         let server = try await Serve.Server.start(world.env, extra: ["--shutdown-grace", "2s"])
         defer { server.kill() }
         let processed: () throws -> Int = { try Serve.count(db, "SELECT count(*) FROM churnwatch.notification_inbox WHERE processed_at IS NOT NULL") }
+        // A lock wait in this database (the cluster is shared with other suites' databases),
+        // once the first batch committed.
         let blocked = try await Self.until(120) {
-            try Serve.count(db, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") > 0
+            try Serve.count(db, "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()") > 0
+                && processed() >= 200
         }
         // The first batch committed; of the second, the lane without the locked row committed
         // its share (lanes split by subscription), the other waits.
