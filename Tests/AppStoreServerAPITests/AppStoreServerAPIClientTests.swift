@@ -242,6 +242,24 @@ struct AppStoreServerAPIClientTests {
         #expect(transport.requests.count < 50)
     }
 
+    @Test("a 503 whose retry would wait past the budget for the limiter's own slot returns the 503, not \"rate limited\" (Apple said no 429)")
+    func failureThenASlotPastTheBudgetIsTheFailure() async throws {
+        let transport = ScriptedTransport(clock: clock) { _, _ in ScriptedTransport.error(503, 5_000_001) }
+        // One status call every 4 s; the retry's wait (0.5 s) leaves 1.5 s of a 2 s budget.
+        var limits = AppStoreRateLimits.apple
+        limits.production[.subscriptionStatuses] = 0.25
+        let retry = RetryPolicy(maxAttempts: 5, baseDelay: 1, maxDelay: 5, maxTotalWait: 2)
+        let client = TestConfiguration.client(pki: pki, transport: transport, clock: clock, unit: 0.5, retry: retry, limits: limits)
+        let outcome = await client.subscriptionStatuses(for: "1")
+        guard case .retryable(.http(503, _)) = outcome else { Issue.record("\(outcome)"); return }
+        #expect(transport.requests.count == 1)
+
+        // Without a failure before, a slot past the budget is the limiter's pause: rate limited.
+        let first = await client.subscriptionStatuses(for: "2")
+        guard case .rateLimited = first else { Issue.record("\(first)"); return }
+        #expect(transport.requests.count == 1)
+    }
+
     @Test(arguments: [4_040_002, 4_040_004, 4_040_006] as [Int64])
     func applesRetryable404sAreRetried(code: Int64) async throws {
         let body = try responses.status()

@@ -279,6 +279,9 @@ public final class AppStoreServerAPIClient: Sendable {
         var attempt = 0
         var refreshedToken = false
         var lastFailure = RetryableFailure.timeout
+        // After a failure (not a 429), a limiter slot past the wait left returns that failure:
+        // the pacing is churnwatch's own, Apple did not say 429.
+        var failedBefore = false
         func remainingWait() -> TimeInterval {
             let budget = policy.maxTotalWait - clock.now().timeIntervalSince(started)
             guard let deadline else { return budget }
@@ -290,7 +293,7 @@ public final class AppStoreServerAPIClient: Sendable {
             do {
                 switch try await limiter.acquire(key, maxWait: max(0, remainingWait())) {
                 case .proceed: break
-                case .notBefore(let date): return .rateLimited(until: date)
+                case .notBefore(let date): return failedBefore ? .retryable(lastFailure) : .rateLimited(until: date)
                 }
             } catch {
                 return .retryable(.connection("cancelled"))
@@ -330,20 +333,20 @@ public final class AppStoreServerAPIClient: Sendable {
                 tokens.invalidate(token)
                 attempt -= 1 // a fresh token is not a retry
             case .rateLimited(let retryAfter):
+                failedBefore = false
                 let (until, capped) = await pauseForRateLimit(key, retryAfter: retryAfter, attempt: attempt, sentAt: sentAt)
                 if capped || attempt >= policy.maxAttempts || until.timeIntervalSince(clock.now()) > remainingWait() {
                     return .rateLimited(until: until)
                 }
             case .retry(let failure):
                 lastFailure = failure
+                failedBefore = true
                 let delay = policy.delay(afterAttempt: attempt, unit: random())
                 if attempt >= policy.maxAttempts || delay > remainingWait() {
                     return .retryable(lastFailure)
                 }
                 logger.debug("retrying \(key) after \(failure) in \(delay)s (attempt \(attempt))")
-                do { try await clock.sleep(until: clock.now().addingTimeInterval(delay)) } catch {
-                    return .retryable(lastFailure)
-                }
+                guard (try? await clock.sleep(until: clock.now().addingTimeInterval(delay))) != nil else { return .retryable(lastFailure) }
             }
         }
     }
