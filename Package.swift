@@ -41,6 +41,9 @@ let package = Package(
         // behind a private CA (APPSTORE_TLS_ROOT_CERTS) and telling a certificate that is not
         // trusted from a network failure; and `churnwatch serve --tls-cert/--tls-key` (Apple).
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.27.0"),
+        // serve's parts as one ServiceGroup: start order, graceful stop on SIGTERM/SIGINT bounded
+        // by one grace (SSWG; resolved already through async-http-client).
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.6.0"),
     ],
     targets: [
         // libpq, from Debian's libpq-dev.
@@ -121,6 +124,8 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             ]
         ),
         // Talks to PostgreSQL only through ChurnStore (no Postgres import).

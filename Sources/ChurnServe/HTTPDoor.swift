@@ -31,7 +31,7 @@ public final class HTTPDoor: Sendable {
         (self.port, self.counters, self.group, self.listener) = (port, counters, group, listener)
     }
 
-    /// Binds `host:port` (0: a free port) and serves `route` until ``drain(grace:)``.
+    /// Binds `host:port` (0: a free port) and serves `route` until ``drain()``.
     public static func start(host: String, port: Int, limits: DoorLimits, tls: NIOSSLContext?, counters: DoorCounters = DoorCounters(),
                              route: @escaping ServeRoute) async throws -> HTTPDoor {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, System.coreCount))
@@ -70,15 +70,14 @@ public final class HTTPDoor: Sendable {
         try pipeline.addHandler(DoorHandler(limits: limits, counters: counters, route: route))
     }
 
-    /// Stops accepting, lets the requests in flight be answered (up to `grace`), then closes
-    /// every connection. True when nothing was in flight at the end.
+    /// Stops accepting, lets the requests in flight be answered (until they are, or the calling
+    /// task is cancelled: the stop's grace is over), then closes every connection. True when
+    /// nothing was in flight at the end.
     @discardableResult
-    public func drain(grace: Duration) async -> Bool {
+    public func drain() async -> Bool {
         counters.draining.store(true, ordering: .relaxed)
         try? await listener.close()
-        let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: grace)
-        while counters.inFlight.load(ordering: .relaxed) > 0, clock.now < deadline {
+        while counters.inFlight.load(ordering: .relaxed) > 0, !Task.isCancelled {
             try? await Task.sleep(for: .milliseconds(10))
         }
         let idle = counters.inFlight.load(ordering: .relaxed) == 0

@@ -39,11 +39,10 @@ public final class RetentionAnswerer: Sendable {
         appleDoor = AppleDoor(noun: "request", logger: logger) { metrics.rejected($0) }
     }
 
-    /// At shutdown: waits (at most `grace`) until every answered request is recorded; false when
-    /// some were not (the database down).
-    public func flush(within grace: Duration) async -> Bool {
-        let recorder = self.recorder
-        return await within(grace) { await recorder.idle() } != nil
+    /// At shutdown: returns once every answered request is recorded (the caller bounds the wait:
+    /// with the database down it does not end).
+    public func flush() async {
+        await recorder.idle()
     }
 
     /// The app Apple id a payload claims, read before verification only to choose whose verifier to ask.

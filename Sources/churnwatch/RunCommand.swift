@@ -141,7 +141,10 @@ final class SignalHandler: @unchecked Sendable {
     private var sources: [DispatchSourceSignal] = []
     private let count = Mutex(0)
 
-    init(_ onFirst: @escaping @Sendable () -> Void) {
+    /// - Parameter stopping: false when the stop began already (serve's group took the first
+    /// signal): the next one exits at once.
+    init(stopping: Bool = true, _ onFirst: @escaping @Sendable () -> Void) {
+        if !stopping { count.withLock { $0 = 1 } }
         for sig in [SIGTERM, SIGINT] {
             signal(sig, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())

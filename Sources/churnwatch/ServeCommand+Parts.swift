@@ -104,28 +104,15 @@ enum ServeParts {
     }
 }
 
-/// The first SIGTERM/SIGINT, awaited.
-final class StopSignal: Sendable {
-    private let state = Mutex<(fired: Bool, waiter: CheckedContinuation<Void, Never>?)>((false, nil))
+/// Once serve's stop began (its group took the first SIGTERM/SIGINT): says so, and another
+/// signal exits at once (75; what committed is kept, the rest Apple delivers again).
+final class StopAnnouncement: Sendable {
+    private let again = Mutex<SignalHandler?>(nil)
 
-    func fire() {
-        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
-            s.fired = true
-            defer { s.waiter = nil }
-            return s.waiter
-        }
-        waiter?.resume()
-    }
-
-    func wait() async {
-        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { s -> Bool in
-                if s.fired { return true }
-                s.waiter = c
-                return false
-            }
-            if now { c.resume() }
-        }
+    func stopping() {
+        FileHandle.standardError.write(Data("churnwatch: stopping: finishing in-flight work (signal again to exit at once)\n".utf8))
+        SystemdNotify.send("STOPPING=1")
+        again.withLock { $0 = SignalHandler(stopping: false) {} }
     }
 }
 

@@ -104,17 +104,17 @@ struct ServeCommand: AsyncParsableCommand {
             } catch {
                 throw CLIError.configuration("--listen \(listen): cannot listen there: \(error) (another process on that port? choose another)")
             }
-            let applying = Task { await applier.run() }
-            let stop = StopSignal()
-            let signals = SignalHandler { stop.fire() }
-            defer { signals.cancel() }
             let scheme = settings.tls == nil ? "http" : "https"
             let names = apps.map(\.record.bundleId).joined(separator: ", ")
-            FileHandle.standardOutput.write(Data("churnwatch serve: listening on \(scheme)://\(settings.host):\(door.port) for \(names)\n".utf8))
-            SystemdNotify.send("READY=1")
-            await stop.wait()
-            SystemdNotify.send("STOPPING=1")
-            let stopped = await ServeStop.run(door: door, applier: applier, applying: applying, retention: retention, grace: settings.grace)
+            let line = "churnwatch serve: listening on \(scheme)://\(settings.host):\(door.port) for \(names)\n"
+            let announcement = StopAnnouncement()
+            let group = ServeGroup(door: door, applier: applier, retention: retention, grace: settings.grace, logger: logger) {
+                FileHandle.standardOutput.write(Data(line.utf8))
+                SystemdNotify.send("READY=1")
+            } stopping: {
+                announcement.stopping()
+            }
+            let stopped = try await group.run()
             if !stopped.applierStopped {
                 logger.notice("the applier's batch in progress did not end within --shutdown-grace: its rows stay in the inbox for the next start")
             }
