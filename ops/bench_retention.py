@@ -8,9 +8,11 @@
   answers     BENCH_RETENTION_REQUESTS (2,000) requests signed by the simulator for random
               subscribers, posted as a steady stream of BENCH_RETENTION_RATE (100) a second with at
               most 10 in flight (the performance test's concurrency) while a nightly run polls
-              beside: retention_answer_p50_ms, _p99_ms (from the POST sent to its answer read, the
-              client's clock) of the requests sent while the run was still running
-              (retention_requests_beside_run of them; _p99_ms_all: every one), retention_fallback_share
+              beside (nights after the bench's, one after another, so that one polls beside the
+              stream at any population: retention_runs_beside): retention_answer_p50_ms, _p99_ms
+              (from the POST sent to its answer read, the client's clock) of the requests sent while
+              a run was polling (retention_requests_beside_run of them, and a retention_note when
+              some were not; _p99_ms_all: every one), retention_fallback_share
               (answers chosen without the database's facts, from serve's metrics), and every answer
               a 200 with exactly one member. Then as many again saturated (10 always in flight):
               retention_saturated_answers_per_s and _answer_p99_ms.
@@ -18,7 +20,7 @@
               retention_answers_valid_db_down (the share answered 200 with one member), then
               PostgreSQL started and every answer recorded once it is back (retention_recorded_after).
 """
-import json, os, random, re, signal, subprocess, threading, time, urllib.request
+import datetime, json, os, random, re, signal, subprocess, threading, time, urllib.request
 
 M_DEFAULT, M_OFFER, M_SWITCH, M_STAY = ("00000000-0000-4000-8000-00000000d0d0", "11111111-1111-4111-8111-111111111111",
                                         "22222222-2222-4222-8222-222222222222", "33333333-3333-4333-8333-333333333333")
@@ -84,16 +86,6 @@ def load(bin_dir, env, port, path, rate=None):
     return result, valid
 
 
-def beside_only(path, ended_ms):
-    """Answer times (ms) of the requests sent while the nightly run was still running."""
-    times = []
-    for line in open(f"{path}.times"):
-        _, sent, status, ms = line.split()
-        if float(sent) < ended_ms:
-            times.append(float(ms))
-    return sorted(times)
-
-
 def answers_one(answer, members):
     return [m for m in members if isinstance(answer[m], dict) and answer[m].get("messageIdentifier")]
 
@@ -101,6 +93,48 @@ def answers_one(answer, members):
 def metric(port, name):
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
     return sum(float(m.group(1)) for m in re.finditer(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
+
+
+class RunsBeside:
+    """Nightly runs one after another (night + 1 day, + 2 days, ...) while the cancel page is
+    loaded, so a run polls beside the stream at any population: a run that ends early (a small
+    population, or a night already polled) is followed by the next night's."""
+
+    def __init__(self, bin_dir, env, url, night, log):
+        self.bin_dir, self.env, self.url, self.log = bin_dir, dict(env, DATABASE_URL=url), url, log
+        self.night = datetime.datetime.fromisoformat(night.replace("Z", "+00:00"))
+        self.spans, self.current, self.done = [], None, threading.Event()
+        self.thread = threading.Thread(target=self.loop)
+
+    def start(self):
+        self.thread.start()
+
+    def loop(self):
+        day = 1
+        while not self.done.is_set():
+            as_of = (self.night + datetime.timedelta(days=day)).strftime("%Y-%m-%dT%H:%M:%SZ")
+            began = time.time() * 1000
+            self.current = subprocess.Popen([f"{self.bin_dir}/churnwatch", "run", "--as-of", as_of, "--notifications", "off", "--log-format", "json"],
+                                            env=self.env, stdout=subprocess.DEVNULL, stderr=open(self.log, "a"))
+            self.current.wait()
+            self.spans.append((began, time.time() * 1000))
+            day += 1
+
+    def stop(self):
+        self.done.set()
+        if self.current and self.current.poll() is None:
+            self.current.send_signal(signal.SIGTERM)
+        self.thread.join()
+
+    def only(self, path):
+        """Answer times (ms) of the requests sent while a run was polling, and how many were sent."""
+        times, total = [], 0
+        for line in open(f"{path}.times"):
+            _, sent, status, ms = line.split()
+            total += 1
+            if any(a <= float(sent) < b for a, b in self.spans):
+                times.append(float(ms))
+        return sorted(times), total
 
 
 def run(bin_dir, work, port, env, url, night, pg, start_serve):
@@ -112,23 +146,23 @@ def run(bin_dir, work, port, env, url, night, pg, start_serve):
     signed(sim, url, n, 13, f"{work}/retention_c.jsonl")
     rate = float(os.environ.get("BENCH_RETENTION_RATE", "100"))
     serve = start_serve(url, ["--retention-max-skew", "off"])
-    beside = subprocess.Popen([f"{bin_dir}/churnwatch", "run", "--as-of", night, "--notifications", "off", "--log-format", "json"],
-                              env=dict(env, DATABASE_URL=url), stdout=subprocess.DEVNULL, stderr=open(f"{work}/retention_run.log", "w"))
-    ended = {}
-    watcher = threading.Thread(target=lambda: (beside.wait(), ended.setdefault("ms", time.time() * 1000)))
-    watcher.start()
-    time.sleep(2)  # the run's planning done, its polling under way: the load goes beside it
+    beside = RunsBeside(bin_dir, env, url, night, f"{work}/retention_run.log")
+    beside.start()
+    time.sleep(2)  # the first run's planning done, its polling under way: the load goes beside it
     # A steady stream at BENCH_RETENTION_RATE/s, at most 10 in flight (Apple's performance test
     # sends 200 in a minute, 10 at a time): each answer's time is its own, not a queue's.
     result, valid = load(bin_dir, env, port, f"{work}/retention_a.jsonl", rate)
     answers, without = metric(port, "churnwatch_serve_retention_answers_total"), metric(port, "churnwatch_serve_retention_without_facts_total")
-    # Saturated: 10 always in flight, as fast as serve answers, the run still beside when it is.
+    # Saturated: 10 always in flight, as fast as serve answers, runs still beside.
     saturated, _ = load(bin_dir, env, port, f"{work}/retention_c.jsonl")
-    watcher.join()
-    beside_times = beside_only(f"{work}/retention_a.jsonl", ended["ms"])
+    beside.stop()
+    beside_times, total = beside.only(f"{work}/retention_a.jsonl")
     print(f"retention_requests={result['load_requests']}")
     print(f"retention_rate_per_s={rate:.0f}")
+    print(f"retention_runs_beside={len(beside.spans)}")
     print(f"retention_requests_beside_run={len(beside_times)}")
+    if len(beside_times) < total:
+        print(f"retention_note={total - len(beside_times)} of {total} requests were sent while no run was polling (between runs, or after the last)")
     print(f"retention_answer_p50_ms={beside_times[len(beside_times) // 2] if beside_times else float('nan'):.1f}")
     print(f"retention_answer_p99_ms={beside_times[min(len(beside_times) - 1, len(beside_times) * 99 // 100)] if beside_times else float('nan'):.1f}")
     print(f"retention_answer_p99_ms_all={result['load_answer_p99_ms']}")

@@ -2,91 +2,42 @@ import ChurnStore
 import Foundation
 import Synchronization
 
-/// Writes the cancel page's answered requests after their answers, several to one statement
-/// (group commit), and keeps those the database could not take (down or slow) to write them
-/// when it returns: an answer never waits for its record, and a record is not dropped unless
-/// `maxQueued` wait already (then the newest is, and counted).
+/// Writes the cancel page's answered requests after their answers (``GroupCommit/enqueue(_:)``):
+/// several to one statement, and those the database could not take (down or slow) kept to be
+/// written when it returns. An answer never waits for its record, and a record is not dropped
+/// unless `maxQueued` wait already (then the newest is, and counted).
 final class RetentionRecorder: Sendable {
     private struct Item {
         var store: ChurnStore
         var record: RetentionRequestRecord
     }
 
-    private struct State {
-        var queued: [Item] = []
-        var writing = false
-        /// Those waiting for every queued record to be written (shutdown).
-        var idleWaiters: [CheckedContinuation<Void, Never>] = []
-    }
-
-    private let state = Mutex(State())
+    private let writer: GroupCommit<Item, Void>
     private let metrics: RetentionMetrics
-    private let maxQueued: Int
-    private let retryEvery: Duration
 
     init(metrics: RetentionMetrics, maxQueued: Int = 20_000, retryEvery: Duration = .seconds(1)) {
-        (self.metrics, self.maxQueued, self.retryEvery) = (metrics, maxQueued, retryEvery)
+        self.metrics = metrics
+        // One lane: a batch that failed is tried again before what came after it.
+        writer = GroupCommit(lanes: 1, maxQueued: maxQueued, retryEvery: retryEvery, noun: "cancel-page records") { items in
+            // Each app's records in its own statement; a failed batch is written again whole
+            // (the statement skips those stored).
+            for group in Dictionary(grouping: items, by: { $0.store.app }).values {
+                try await group[0].store.retentionRecord(group.map(\.record))
+            }
+            return items.map { _ in () }
+        } afterBatch: { failed, pending in
+            metrics.recorder(failed: failed, pending: pending)
+        }
     }
 
     /// Queues one record, to be committed with those around it; returns at once.
     func submit(_ record: RetentionRequestRecord, in store: ChurnStore) {
-        let item = Item(store: store, record: record)
-        // Only the writer takes from the front; past the bound the newest is dropped.
-        let (start, full) = state.withLock { s -> (Bool, Bool) in
-            guard s.queued.count < maxQueued else { return (false, true) }
-            s.queued.append(item)
-            defer { s.writing = true }
-            return (!s.writing, false)
-        }
-        if full { metrics.recordDropped() }
-        if start { Task { await self.write() } }
+        if !writer.enqueue(Item(store: store, record: record)) { metrics.recordDropped() }
     }
 
-    /// Returns once nothing is queued (at shutdown; the caller bounds the wait).
+    /// Returns once nothing is queued (at the stop; the caller bounds the wait).
     func idle() async {
-        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            let now = state.withLock { s -> Bool in
-                guard s.writing || !s.queued.isEmpty else { return true }
-                s.idleWaiters.append(waiter)
-                return false
-            }
-            if now { waiter.resume() }
-        }
-    }
-
-    /// Writes what is queued until nothing is; a failed batch stays queued and is tried again.
-    private func write() async {
-        while true {
-            let (batch, idle) = state.withLock { s -> ([Item], [CheckedContinuation<Void, Never>]) in
-                let batch = Array(s.queued.prefix(500))
-                guard batch.isEmpty else { return (batch, []) }
-                s.writing = false
-                defer { s.idleWaiters = [] }
-                return (batch, s.idleWaiters)
-            }
-            guard !batch.isEmpty else {
-                for waiter in idle { waiter.resume() }
-                return
-            }
-            var failed = false
-            for group in Dictionary(grouping: batch, by: { $0.store.app }).values {
-                do {
-                    try await group[0].store.retentionRecord(group.map(\.record))
-                } catch {
-                    failed = true
-                    break
-                }
-            }
-            let pending = state.withLock { s -> Int in
-                if !failed { s.queued.removeFirst(batch.count) }
-                return s.queued.count
-            }
-            metrics.recorder(failed: failed, pending: pending)
-            if failed {
-                // Every record of the batch is written again (the statement skips those stored).
-                try? await Task.sleep(for: retryEvery)
-            }
-        }
+        await writer.idle()
     }
 }
 
