@@ -299,8 +299,13 @@ struct ServeRetentionCLITests {
             let want = Self.expected(s, locale: locale, factsKnown: false)
             #expect(got?.kind == want.kind && got?.message == want.message, "\(s.otid) without the database: \(answer.body)")
         }
+        // How fast is the bench's (retention_answer_p99_ms_db_down); here, that each was answered
+        // from what serve holds: counted as chosen without the database's facts.
         print("cancel page, database down: \(signed.count) answered, slowest \(Int(slowest * 1000)) ms")
-        #expect(slowest < 1.5, "an answer took \(slowest) s with the database down (budget 300 ms)")
+        let metrics = try RawHTTP.exchange(port: server.port, method: "GET", path: "/metrics")
+        let without = metrics.body.split(separator: "\n").filter { $0.hasPrefix("churnwatch_serve_retention_without_facts_total") }
+            .compactMap { Double($0.split(separator: " ").last ?? "") }.reduce(0, +)
+        #expect(Int(without) >= signed.count, "answers chosen without the database's facts: \(without) of \(signed.count)")
         try setup.cluster.startAgain()
         let db = try setup.connect()
         #expect(try await Self.recorded(db, signed.count), "not every answer was recorded after the database came back")
