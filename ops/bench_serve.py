@@ -180,8 +180,9 @@ def saturation(url):
     serve.wait()
 
 
-def postgres_cpu_ms():
-    """PostgreSQL's CPU: its postmaster's own and its exited children's, and every live child's."""
+def postgres_cpu_ms(by_kind=None):
+    """PostgreSQL's CPU: its postmaster's own and its exited children's, and every live child's
+    (with `by_kind`, a dict, also each kind's: backends, autovacuum, walwriter, ..., exited)."""
     stats = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -194,8 +195,17 @@ def postgres_cpu_ms():
         if comm != "postgres":
             continue
         parent = stats.get(int(f[1]), ("", []))[0]
-        ticks = int(f[11]) + int(f[12]) + (int(f[13]) + int(f[14]) if parent != "postgres" else 0)
-        total += ticks * 1000 / os.sysconf("SC_CLK_TCK")
+        own, exited = int(f[11]) + int(f[12]), (int(f[13]) + int(f[14]) if parent != "postgres" else 0)
+        total += (own + exited) * 1000 / os.sysconf("SC_CLK_TCK")
+        if by_kind is not None:
+            try:
+                title = open(f"/proc/{pid}/cmdline").read().replace("\0", " ")
+            except OSError:
+                title = ""
+            words = title.split()
+            kind = "postmaster" if parent != "postgres" else ("backend" if len(words) > 3 and words[1] not in ("autovacuum", "logical") else " ".join(words[1:2]).rstrip(":") or "other")
+            by_kind[kind] = by_kind.get(kind, 0) + own * 1000 / os.sysconf("SC_CLK_TCK")
+            by_kind["exited children"] = by_kind.get("exited children", 0) + exited * 1000 / os.sysconf("SC_CLK_TCK")
     return total
 
 
@@ -212,11 +222,32 @@ def steady(url):
     psql(url, "VACUUM ANALYZE")
     rows = psql(url, "SELECT count(*) FROM churnwatch.notification_inbox WHERE processed_at IS NOT NULL")[0][0]
     serve = start_serve(url)
-    serve_before, pg_before = cpu_ms(serve.pid), postgres_cpu_ms()
+    # Where the time goes, on request: PostgreSQL's statements (BENCH_SERVE_STATEMENTS=1, with
+    # CHURNWATCH_PG_OPTS loading pg_stat_statements) and serve's stacks (BENCH_SERVE_PERF=FILE).
+    statements = os.environ.get("BENCH_SERVE_STATEMENTS") == "1"
+    if statements:
+        psql(url, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset()")
+    perf = os.environ.get("BENCH_SERVE_PERF")
+    profiler = subprocess.Popen(["perf", "record", "-F", "499", "-g", "-o", perf, "-p", str(serve.pid)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if perf else None
+    kinds_before, kinds_after = {}, {}
+    serve_before, pg_before = cpu_ms(serve.pid), postgres_cpu_ms(kinds_before)
     result = load(f"{work}/day.jsonl", "--rate", str(rate), "--concurrency", "8")
     # Until every row is applied (the psql polls of the wait are counted too: a few ms in all).
     drained(url)
-    serve_used, pg_used = cpu_ms(serve.pid) - serve_before, postgres_cpu_ms() - pg_before
+    serve_used, pg_used = cpu_ms(serve.pid) - serve_before, postgres_cpu_ms(kinds_after) - pg_before
+    if statements:
+        print("serve_steady_postgres_cpu_ms_by_kind=" + ",".join(
+            f"{k}:{kinds_after[k] - kinds_before.get(k, 0):.0f}" for k in sorted(kinds_after)))
+    if profiler:
+        profiler.send_signal(signal.SIGINT)
+        profiler.wait()
+    if statements:
+        for calls, total, mean, *query in psql(url, """
+                SELECT calls, round((total_exec_time + total_plan_time)::numeric, 1), round(total_plan_time::numeric, 1),
+                       regexp_replace(left(query, 140), '\\s+', ' ', 'g')
+                FROM pg_stat_statements ORDER BY total_exec_time + total_plan_time DESC LIMIT 15"""):
+            print(f"serve_steady_statement calls={calls} total_ms={total} of_which_plan_ms={mean} {'|'.join(query)}")
     n = max(int(result["load_ok"]), 1)
     print(f"serve_steady_rate_per_s={rate:.0f}")
     print(f"serve_steady_inbox_processed_rows={rows}")
