@@ -122,7 +122,7 @@ func untilCancelled<T: Sendable>(_ work: @escaping @Sendable () async -> T) asyn
         }
         waiter?.resume(returning: value)
     }
-    let task = Task { finish(await work()) }
+    Task { finish(await work()) }
     return await withTaskCancellationHandler {
         await withCheckedContinuation { (c: CheckedContinuation<T?, Never>) in
             let done = state.withLock { s -> T?? in
@@ -133,7 +133,6 @@ func untilCancelled<T: Sendable>(_ work: @escaping @Sendable () async -> T) asyn
             if let done { c.resume(returning: done) }
         }
     } onCancel: {
-        _ = task
         finish(nil)
     }
 }
