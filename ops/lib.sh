@@ -79,6 +79,37 @@ ensure_python_crosscheck() {
     return 1
 }
 
+# The Standard Webhooks reference library (PyPI standardwebhooks), which ops/webhook_receiver.py
+# --reference uses to cross-check its own verification. Installs it for the current python3 when
+# possible, else into the same venv in the user's cache as ensure_python_crosscheck. Exports
+# CHURNWATCH_WEBHOOK_PYTHON, the interpreter that has it.
+ensure_python_webhooks() {
+    command -v python3 >/dev/null 2>&1 || return 1
+    if python3 -c 'import standardwebhooks' 2>/dev/null; then
+        export CHURNWATCH_WEBHOOK_PYTHON=python3; return 0
+    fi
+    if python3 -m pip install --quiet --disable-pip-version-check 'standardwebhooks==1.1.0' >/dev/null 2>&1 \
+        && python3 -c 'import standardwebhooks' 2>/dev/null; then
+        export CHURNWATCH_WEBHOOK_PYTHON=python3; return 0
+    fi
+    local venv=${XDG_CACHE_HOME:-$HOME/.cache}/churnwatch/venv
+    if [ ! -x "$venv/bin/python" ]; then
+        python3 -m venv "$venv" >/dev/null 2>&1 || rm -rf "$venv"
+    fi
+    if [ -x "$venv/bin/python" ] && { "$venv/bin/python" -c 'import standardwebhooks' 2>/dev/null \
+        || "$venv/bin/python" -m pip install --quiet --disable-pip-version-check 'standardwebhooks==1.1.0' >/dev/null 2>&1; }; then
+        export CHURNWATCH_WEBHOOK_PYTHON=$venv/bin/python; return 0
+    fi
+    # A system Python that refuses pip (PEP 668) and has no venv module: the user's own site
+    # directory, which leaves the system's packages alone.
+    if [ "$(id -u)" != 0 ] && python3 -m pip install --quiet --user --break-system-packages --disable-pip-version-check 'standardwebhooks==1.1.0' >/dev/null 2>&1 \
+        && python3 -c 'import standardwebhooks' 2>/dev/null; then
+        export CHURNWATCH_WEBHOOK_PYTHON=python3; return 0
+    fi
+    echo "note: could not install standardwebhooks from PyPI; webhook_receiver.py --reference will exit 2" >&2
+    return 1
+}
+
 # Some machines resolve Swift packages from a local git mirror owned by root; git refuses to
 # read another user's repository unless it is marked safe. Mark it for this process only.
 allow_shared_package_mirror() {

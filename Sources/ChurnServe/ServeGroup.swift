@@ -5,9 +5,10 @@ import Synchronization
 import UnixSignals
 
 /// `churnwatch serve`'s long-running parts as one `ServiceGroup` (swift-service-lifecycle): the
-/// cancel page's recorder, the inbox applier and the HTTP door, started in that order and
+/// cancel page's recorder, the inbox applier, the webhook sender and the HTTP door, started in that order and
 /// stopped in the reverse one on SIGTERM/SIGINT (or ``ServiceGroup/triggerGracefulShutdown()``):
-/// the door stops accepting and answers what is in flight, then the applier ends after its batch
+/// the door stops accepting and answers what is in flight, then the sender ends its attempts in
+/// flight, then the applier ends after its batch
 /// in progress (the rest stays in the inbox, durable, for the next process), then the recorder
 /// writes what it holds. `grace` bounds the whole stop (the group's
 /// `maximumGracefulShutdownDuration`): past it every part is cancelled, stops waiting, and says
@@ -22,6 +23,8 @@ public final class ServeGroup: Sendable {
         public var applierStopped = false
         /// Every cancel-page answer was recorded.
         public var recorded = false
+        /// The webhook sender's attempts in flight ended and were written (true without one).
+        public var webhooksStopped = true
     }
 
     /// What each part says as it stops, written by the parts.
@@ -37,15 +40,16 @@ public final class ServeGroup: Sendable {
     ///   - door: bound already (its port is known, and a port taken is the caller's error).
     ///   - signals: the stop signals (none in a test, which calls `triggerGracefulShutdown()`).
     ///   - ready: called once the signals are trapped and every part runs.
-    public init(door: HTTPDoor, applier: InboxApplier, retention: RetentionAnswerer, grace: Duration,
+    public init(door: HTTPDoor, applier: InboxApplier, retention: RetentionAnswerer, webhooks: WebhookSender? = nil, grace: Duration,
                 signals: [UnixSignal] = [.sigterm, .sigint], logger: Logger,
                 ready: @escaping @Sendable () -> Void = {}, stopping: @escaping @Sendable () -> Void = {}) {
         let outcome = said
-        let services: [any Service] = [
+        var services: [any Service] = [
             RecorderService(retention: retention, outcome: outcome),
             ApplierService(applier: applier, outcome: outcome),
-            DoorService(door: door, outcome: outcome, ready: ready, stopping: stopping),
         ]
+        if let webhooks { services.append(WebhookService(sender: webhooks, outcome: outcome)) }
+        services.append(DoorService(door: door, outcome: outcome, ready: ready, stopping: stopping))
         var configuration = ServiceGroupConfiguration(services: services, gracefulShutdownSignals: signals, cancellationSignals: [], logger: logger)
         configuration.maximumGracefulShutdownDuration = grace
         group = ServiceGroup(configuration: configuration)
@@ -92,6 +96,24 @@ struct ApplierService: Service, CustomStringConvertible {
         applier.stop()
         let stopped = await untilCancelled { await applying.value } != nil
         outcome.set { $0.applierStopped = stopped }
+    }
+}
+
+/// The webhook sender, in a task of its own: on the stop it leases nothing more, waits for its
+/// attempts in flight and writes what they found; cancelled (the grace over), it returns without
+/// them (their leases lapse, and the next sender sends them again with the same ids).
+struct WebhookService: Service, CustomStringConvertible {
+    let sender: WebhookSender
+    let outcome: ServeGroup.Said
+    var description: String { "webhook sender" }
+
+    func run() async {
+        let sender = self.sender
+        let sending = Task { _ = await sender.run() }
+        try? await gracefulShutdown()
+        sender.stop()
+        let stopped = await untilCancelled { await sending.value } != nil
+        outcome.set { $0.webhooksStopped = stopped }
     }
 }
 

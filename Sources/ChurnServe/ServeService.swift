@@ -39,8 +39,11 @@ public struct ServeService: Sendable {
     let health: ServeHealth
     let metrics: ServeMetrics
 
-    public init(receiver: NotificationReceiver, retention: RetentionAnswerer, health: ServeHealth, metrics: ServeMetrics) {
-        (self.receiver, self.retention, self.health, self.metrics) = (receiver, retention, health, metrics)
+    let webhooks: WebhookMetrics?
+
+    public init(receiver: NotificationReceiver, retention: RetentionAnswerer, health: ServeHealth, metrics: ServeMetrics,
+                webhooks: WebhookMetrics? = nil) {
+        (self.receiver, self.retention, self.health, self.metrics, self.webhooks) = (receiver, retention, health, metrics, webhooks)
     }
 
     /// Answers `request` and counts it.
@@ -64,7 +67,7 @@ public struct ServeService: Sendable {
         case Self.retentionPath: return (request.path, await retention.answer(request.body))
         case "/healthz": return (request.path, await health.answer())
         default:
-            return (request.path, ServeResponse(status: 200, contentType: "text/plain; version=0.0.4", body: metrics.text + retention.metrics.text))
+            return (request.path, ServeResponse(status: 200, contentType: "text/plain; version=0.0.4", body: metrics.text + retention.metrics.text + (webhooks?.text ?? "")))
         }
     }
 }

@@ -24,6 +24,7 @@ struct Churnwatch: AsyncParsableCommand {
             StatusCommand.self,
             SegmentsCommand.self,
             WinbackCommand.self,
+            WebhooksCommand.self,
             OffersCommand.self,
             OutcomesCommand.self,
             RefundsCommand.self,

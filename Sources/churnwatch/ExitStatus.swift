@@ -84,6 +84,8 @@ func classify(_ error: any Error) -> (String, Int32) {
     case let e as AppsError:
         // A setting that names an app otherwise than the database does.
         return (e.description, ExitStatus.configuration)
+    case let e as WebhookError:
+        return (e.description, ExitStatus.configuration)
     case let e as FeedSync.FeedConflict:
         return (e.description, ExitStatus.resumable)
     default:

@@ -64,6 +64,11 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("shutdown-grace"), parsing: .unconditional, help: ArgumentHelp("After SIGTERM/SIGINT, how long the whole stop may take: requests in flight, the applier's batch in progress, the cancel page's records.", valueName: "duration"))
     var shutdownGrace = "30s"
 
+    @OptionGroup var sending: WebhookSendingOptions
+
+    @Flag(name: .customLong("no-webhooks"), help: "Do not send webhooks from this process (another serve, or `webhooks send` from cron, does).")
+    var noWebhooks = false
+
     func run() async throws {
         global.bootstrapLogging()
         ServeCommand.fewerMallocArenas()
@@ -96,7 +101,8 @@ struct ServeCommand: AsyncParsableCommand {
             answering.budget = settings.answerWithin
             answering.maxSkew = settings.retentionMaxSkew
             let retention = RetentionAnswerer(settings: answering, metrics: RetentionMetrics(), logger: logger) { await served.retention($0) }
-            let service = ServeService(receiver: receiver, retention: retention, health: health, metrics: metrics)
+            let webhooks = noWebhooks ? nil : try await sending.sender(database, logger: logger)
+            let service = ServeService(receiver: receiver, retention: retention, health: health, metrics: metrics, webhooks: webhooks?.2)
             let door: HTTPDoor
             do {
                 door = try await HTTPDoor.start(host: settings.host, port: settings.port, limits: settings.limits, tls: settings.tls,
@@ -108,7 +114,8 @@ struct ServeCommand: AsyncParsableCommand {
             let names = apps.map(\.record.bundleId).joined(separator: ", ")
             let line = "churnwatch serve: listening on \(scheme)://\(settings.host):\(door.port) for \(names)\n"
             let announcement = StopAnnouncement()
-            let group = ServeGroup(door: door, applier: applier, retention: retention, grace: settings.grace, logger: logger) {
+            let group = ServeGroup(door: door, applier: applier, retention: retention, webhooks: webhooks?.0, grace: settings.grace,
+                                   logger: logger) {
                 FileHandle.standardOutput.write(Data(line.utf8))
                 SystemdNotify.send("READY=1")
             } stopping: {
@@ -117,6 +124,9 @@ struct ServeCommand: AsyncParsableCommand {
             let stopped = try await group.run()
             if !stopped.applierStopped {
                 logger.notice("the applier's batch in progress did not end within --shutdown-grace: its rows stay in the inbox for the next start")
+            }
+            if !stopped.webhooksStopped {
+                logger.notice("webhook attempts in flight did not end within --shutdown-grace: they are sent again (same ids) after their lease")
             }
             if !stopped.recorded {
                 logger.error("serve stopped with cancel-page answers not recorded: the database did not take them within --shutdown-grace")

@@ -105,8 +105,8 @@ extension NIOHTTPTransport {
     /// The deadline is a timer on the client's event loop, removed the moment the exchange ends.
     /// (A `Task.sleep` raced against the exchange held its task and timer for the whole timeout
     /// after every answer: at 2,000 calls a second and 30 s, 40 MB, issue 29.)
-    static func withDeadline(seconds: TimeInterval, on loop: any EventLoop,
-                             _ exchange: @escaping @Sendable () async throws -> HTTPResponse) async throws -> HTTPResponse {
+    package static func withDeadline<T: Sendable>(seconds: TimeInterval, on loop: any EventLoop,
+                                                  _ exchange: @escaping @Sendable () async throws -> T) async throws -> T {
         let expired = DeadlineFlag()
         let task = Task { try await exchange() }
         let timer = loop.scheduleTask(in: .nanoseconds(Int64(seconds * 1e9))) {
@@ -124,7 +124,7 @@ extension NIOHTTPTransport {
         }
     }
 
-    static func isCancellation(_ error: any Error) -> Bool {
+    package static func isCancellation(_ error: any Error) -> Bool {
         error is CancellationError || (error as? HTTPClientError) == .cancelled
     }
 

@@ -1,0 +1,237 @@
+import ChurnModel
+import ChurnStore
+import Foundation
+import Logging
+import Synchronization
+
+/// Delivers webhook messages: numbers what was written, hands ready win-back entries to their
+/// campaign's endpoint, leases the head of each subscription's line per endpoint, POSTs it signed,
+/// and writes what became of it. Several senders (serve processes, `webhooks send` from cron)
+/// share the work: a lease keeps a delivery to one of them at a time, and a line's next
+/// delivery waits until its head is delivered or dead (docs/architecture.md "Webhooks").
+///
+/// Per endpoint, at most its `max_in_flight` requests at once; while it fails, one (the others
+/// wait, their attempts not spent); while a Retry-After runs, none. The first 2xx after a
+/// failing spell brings its waiting lines forward.
+public final class WebhookSender: Sendable {
+    public struct Settings: Sendable {
+        public var schedule = WebhookSchedule.standard
+        /// How long a lease holds: a sender killed mid-attempt leaves its deliveries to others
+        /// after this.
+        public var lease: TimeInterval = 60
+        /// How often an idle sender looks for new messages.
+        public var poll: Duration = .milliseconds(100)
+        public var name = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier):\(UInt32.random(in: 0 ... .max))"
+        public init() {}
+    }
+
+    /// What a sender did, for `webhooks send`'s last line.
+    public struct Summary: Sendable, Equatable {
+        public var delivered = 0, failed = 0, dead = 0, gone = 0
+        /// Stopped while deliveries were still due (`--max-duration`, a stop).
+        public var stoppedEarly = false
+    }
+
+    struct State {
+        var stopping = false
+        var inFlight: [String: Int] = [:]
+        var finished: [(WebhookSettlement, seconds: Double, sinceWritten: Double?)] = []
+        var unsettled: [WebhookSettlement] = []
+        /// Endpoints whose last attempt failed (one request at a time) or that asked to wait.
+        var failing: Set<String> = []
+        var pausedUntil: [String: Date] = [:]
+        var summary = Summary()
+    }
+
+    let store: DatabaseStore
+    let http: WebhookHTTP
+    let metrics: WebhookMetrics
+    let settings: Settings
+    let logger: Logger
+    let winbackBody: (@Sendable (WinbackQueueEntry) throws -> String)?
+    let state = Mutex(State())
+    let wake = Wakeup()
+    let endpoints = Mutex<(at: ContinuousClock.Instant?, list: [WebhookEndpoint], keys: [String: WebhookSecrets])>((nil, [], [:]))
+
+    /// - Parameter winbackBody: renders a winback.ready message with its offer signed now; nil
+    ///   when this process cannot sign (no campaign consumer is served then).
+    public init(store: DatabaseStore, http: WebhookHTTP, metrics: WebhookMetrics, settings: Settings = Settings(), logger: Logger,
+                winbackBody: (@Sendable (WinbackQueueEntry) throws -> String)?) {
+        (self.store, self.http, self.metrics, self.settings, self.logger, self.winbackBody) = (store, http, metrics, settings, logger, winbackBody)
+    }
+
+    /// Ends `run` after the attempts in flight (each bounded by the HTTP timeout).
+    public func stop() {
+        state.withLock { $0.stopping = true }
+        wake.signal()
+    }
+
+    /// Sends until stopped, until `deadline`, or (`untilIdle`) until a pass finds nothing due
+    /// and nothing in flight. Database failures are logged and retried; nothing is lost (a
+    /// delivery not settled is sent again after its lease).
+    public func run(untilIdle: Bool = false, deadline: ContinuousClock.Instant? = nil) async -> Summary {
+        var instance: String?
+        var lastPump = ContinuousClock.now - .seconds(10), lastLook = ContinuousClock.now - .seconds(10)
+        var failureLogged: ContinuousClock.Instant?
+        while !state.withLock({ $0.stopping }) {
+            if let deadline, ContinuousClock.now >= deadline {
+                state.withLock { $0.summary.stoppedEarly = true }
+                break
+            }
+            do {
+                if instance == nil { instance = try await store.webhookInstance() }
+                var busy = try await settleFinished()
+                if try await currentEndpoints().0.isEmpty, state.withLock({ $0.inFlight.values.reduce(0, +) == 0 }) {
+                    // No endpoint: no message is written; look again in a second.
+                    if untilIdle { break }
+                    await wake.wait(timeout: .seconds(1))
+                    continue
+                }
+                busy = try await store.webhookSequence() > 0 || busy
+                if winbackBody != nil, ContinuousClock.now - lastPump >= .seconds(1) {
+                    lastPump = ContinuousClock.now
+                    busy = try await pumpWinback() > 0 || busy
+                }
+                busy = try await launch(instance: instance ?? "00000000") > 0 || busy
+                if ContinuousClock.now - lastLook >= .seconds(5) {
+                    lastLook = ContinuousClock.now
+                    metrics.saw(try await store.webhookStats(), unsequenced: try await store.webhookUnsequenced(), at: Date())
+                }
+                if !busy, untilIdle, state.withLock({ $0.inFlight.values.reduce(0, +) == 0 && $0.finished.isEmpty && $0.unsettled.isEmpty }) { break }
+                if busy { continue }
+                failureLogged = nil
+            } catch {
+                if failureLogged.map({ ContinuousClock.now - $0 > .seconds(60) }) ?? true {
+                    logger.error("webhooks: the database failed; retrying every second: \(error)")
+                    failureLogged = ContinuousClock.now
+                }
+                await wake.wait(timeout: .seconds(1))
+                continue
+            }
+            await wake.wait(timeout: settings.poll)
+        }
+        await drain()
+        return state.withLock { $0.summary }
+    }
+
+    /// After the stop: waits for the attempts in flight, writes what they found, gives back
+    /// any lease not attempted.
+    private func drain() async {
+        while state.withLock({ $0.inFlight.values.reduce(0, +) > 0 }) {
+            await wake.wait(timeout: .milliseconds(50))
+        }
+        for _ in 0..<3 {
+            guard (try? await settleFinished()) != nil else { continue }
+            break
+        }
+        try? await store.webhookRelease(sender: settings.name)
+    }
+
+    private func pumpWinback() async throws -> Int {
+        guard let body = winbackBody else { return 0 }
+        return try await store.webhookWinbackReady(now: Date(), body: body)
+    }
+
+    /// Leases what each endpoint has room for and starts its attempts; returns how many.
+    private func launch(instance: String) async throws -> Int {
+        let (list, keys) = try await currentEndpoints()
+        let now = Date()
+        var started = 0
+        for endpoint in list {
+            let (room, paused) = state.withLock { s -> (Int, Bool) in
+                let cap = s.failing.contains(endpoint.name) ? 1 : endpoint.maxInFlight
+                return (cap - s.inFlight[endpoint.name, default: 0], (s.pausedUntil[endpoint.name] ?? .distantPast) > now)
+            }
+            guard room > 0, !paused, let secrets = keys[endpoint.name] else { continue }
+            let claimed = try await store.webhookClaim(endpoint: endpoint.name, limit: room, lease: settings.lease, sender: settings.name)
+            for delivery in claimed {
+                state.withLock { $0.inFlight[endpoint.name, default: 0] += 1 }
+                let id = "msg_\(instance)_\(delivery.seq)"
+                Task { await self.attempt(delivery, id: id, endpoint: endpoint, secrets: secrets) }
+            }
+            started += claimed.count
+        }
+        return started
+    }
+
+    private func attempt(_ delivery: WebhookDelivery, id: String, endpoint: WebhookEndpoint, secrets: WebhookSecrets) async {
+        let now = Date()
+        let timestamp = Int64(now.timeIntervalSince1970)
+        let keys = ([secrets.current] + [secrets.previous].compactMap { $0 }).compactMap(WebhookSigning.key)
+        let signature = WebhookSigning.signature(id: id, timestamp: timestamp, body: delivery.body, keys: keys)
+        let answer = await http.post(url: endpoint.url, allowPrivate: endpoint.allowPrivate, id: id, timestamp: timestamp,
+                                     body: delivery.body, signature: signature)
+        let outcome = WebhookOutcome.classify(status: answer.status, retryAfter: answer.retryAfter, now: Date())
+        let next = WebhookNext.after(outcome, failedBefore: delivery.attempts, schedule: settings.schedule, draw: Double.random(in: 0..<1))
+        let settlement = WebhookSettlement(endpoint: endpoint.name, messageId: delivery.messageId, winbackId: delivery.winbackId,
+                                           result: next, status: answer.status, error: answer.error)
+        let since = next == .delivered ? Date().timeIntervalSince(delivery.createdAt) : nil
+        metrics.attempt(endpoint: endpoint.name, next: next, seconds: answer.seconds, sinceWritten: since)
+        noteHealth(endpoint.name, next: next, error: answer.error, delivery: delivery, id: id)
+        state.withLock { s in
+            s.inFlight[endpoint.name, default: 1] -= 1
+            s.finished.append((settlement, answer.seconds, since))
+        }
+        wake.signal()
+    }
+
+    /// The sender's own view of an endpoint's health, ahead of the database's, and the log
+    /// lines an operator needs: a failing spell's start and end, a dead delivery, a 410.
+    private func noteHealth(_ endpoint: String, next: WebhookNext, error: String?, delivery: WebhookDelivery, id: String) {
+        let wasFailing = state.withLock { s -> Bool in
+            let was = s.failing.contains(endpoint)
+            switch next {
+            case .delivered: s.failing.remove(endpoint); s.pausedUntil[endpoint] = nil; s.summary.delivered += 1
+            case .retry(_, let pause):
+                s.failing.insert(endpoint); s.summary.failed += 1
+                if let pause { s.pausedUntil[endpoint] = Date().addingTimeInterval(pause) }
+            case .dead: s.failing.insert(endpoint); s.summary.dead += 1
+            case .gone: s.summary.gone += 1
+            case .released: break
+            }
+            return was
+        }
+        let meta: Logger.Metadata = ["endpoint": "\(endpoint)", "webhook_id": "\(id)", "type": "\(delivery.type)"]
+        switch next {
+        case .delivered where wasFailing: logger.info("webhook endpoint answers again; its waiting messages go now", metadata: meta)
+        case .retry where !wasFailing: logger.warning("webhook endpoint failing: \(error ?? "?"); retrying by the schedule", metadata: meta)
+        case .dead: logger.error("webhook delivery dead after \(delivery.attempts + 1) attempts: \(error ?? "?"); `churnwatch webhooks replay` sends it again", metadata: meta)
+        case .gone: logger.error("webhook endpoint answered 410 Gone: disabled (`churnwatch webhooks enable` after fixing it)", metadata: meta)
+        default: break
+        }
+    }
+
+    /// Writes the attempts that ended since the last call (and any a failed write left).
+    private func settleFinished() async throws -> Bool {
+        let batch = state.withLock { s -> [WebhookSettlement] in
+            let out = s.unsettled + s.finished.map(\.0)
+            (s.unsettled, s.finished) = ([], [])
+            return out
+        }
+        guard !batch.isEmpty else { return false }
+        do {
+            try await store.webhookSettle(batch)
+        } catch {
+            state.withLock { $0.unsettled = batch + $0.unsettled }
+            throw error
+        }
+        return true
+    }
+
+    /// The enabled endpoints and their secrets, read again every second.
+    private func currentEndpoints() async throws -> ([WebhookEndpoint], [String: WebhookSecrets]) {
+        let now = ContinuousClock.now
+        if let cached = endpoints.withLock({ e in e.at.map { now - $0 < .seconds(1) } == true ? (e.list, e.keys) : nil }) { return cached }
+        let list = try await store.webhookEndpoints(enabledOnly: true)
+        var keys: [String: WebhookSecrets] = [:]
+        for endpoint in list { keys[endpoint.name] = try await store.webhookSecrets(endpoint.name) }
+        state.withLock { s in
+            for endpoint in list {
+                if endpoint.consecutiveFailures > 0 { s.failing.insert(endpoint.name) }
+                if let until = endpoint.pausedUntil, until > Date() { s.pausedUntil[endpoint.name] = until }
+            }
+        }
+        endpoints.withLock { $0 = (now, list, keys) }
+        return (list, keys)
+    }
+}
