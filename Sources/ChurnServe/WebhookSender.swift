@@ -186,7 +186,7 @@ public final class WebhookSender: Sendable {
                 s.failing.insert(endpoint); s.summary.failed += 1
                 if let pause { s.pausedUntil[endpoint] = Date().addingTimeInterval(pause) }
             case .dead: s.failing.insert(endpoint); s.summary.dead += 1
-            case .gone: s.summary.gone += 1
+            case .gone: s.summary.gone += 1; s.pausedUntil[endpoint] = .distantFuture  // disabled: nothing more until enabled
             case .released: break
             }
             return was
@@ -227,6 +227,8 @@ public final class WebhookSender: Sendable {
         for endpoint in list { keys[endpoint.name] = try await store.webhookSecrets(endpoint.name) }
         state.withLock { s in
             for endpoint in list {
+                // Listed, so enabled: a 410 this process saw was answered by enabling it again.
+                if s.pausedUntil[endpoint.name] == .distantFuture { s.pausedUntil[endpoint.name] = nil }
                 if endpoint.consecutiveFailures > 0 { s.failing.insert(endpoint.name) }
                 if let until = endpoint.pausedUntil, until > Date() { s.pausedUntil[endpoint.name] = until }
             }
