@@ -5,6 +5,7 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Synchronization
 
 /// One signed POST to a receiver, as a careful guest: a connect timeout and a bound on the whole
 /// exchange, no redirect followed, the answer's body read up to 4 KiB (the rest is not read: the
@@ -23,6 +24,7 @@ public final class WebhookHTTP: Sendable {
     }
 
     public static let bodyLimit = 4_096
+    private static let clients = Mutex<[HTTPClient]>([])
     let client: HTTPClient
     let guardian: WebhookAddressGuard
     let timeout: TimeInterval
@@ -37,6 +39,10 @@ public final class WebhookHTTP: Sendable {
         configuration.connectionPool.retryConnectionEstablishment = false
         client = HTTPClient(eventLoopGroupProvider: .shared(MultiThreadedEventLoopGroup(numberOfThreads: 1)), configuration: configuration)
         (self.guardian, self.timeout) = (guardian, timeout)
+        // Kept for the life of the process (one or two per process): AsyncHTTPClient traps
+        // when a client is released without shutdown(), which a command ending on an error,
+        // or serve's last line, would otherwise do.
+        Self.clients.withLock { $0.append(client) }
     }
 
     /// Sends `body` to `url`, signed for `id` at `timestamp` (Unix seconds).

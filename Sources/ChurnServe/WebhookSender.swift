@@ -21,6 +21,8 @@ public final class WebhookSender: Sendable {
         public var lease: TimeInterval = 60
         /// How often an idle sender looks for new messages.
         public var poll: Duration = .milliseconds(100)
+        /// The moment win-back entries are due at (`webhooks send --as-of`); nil: now.
+        public var winbackAsOf: Date?
         public var name = "\(ProcessInfo.processInfo.hostName):\(ProcessInfo.processInfo.processIdentifier):\(UInt32.random(in: 0 ... .max))"
         public init() {}
     }
@@ -129,7 +131,7 @@ public final class WebhookSender: Sendable {
 
     private func pumpWinback() async throws -> Int {
         guard let body = winbackBody else { return 0 }
-        return try await store.webhookWinbackReady(now: Date(), body: body)
+        return try await store.webhookWinbackReady(now: settings.winbackAsOf ?? Date(), body: body)
     }
 
     /// Leases what each endpoint has room for and starts its attempts; returns how many.

@@ -61,6 +61,9 @@ extension WebhooksCommand {
         @Option(name: .customLong("metrics-file"), help: ArgumentHelp("Write the run's figures here for node_exporter's textfile collector (*.prom).", valueName: "path"))
         var metricsFile: String?
 
+        @Option(name: .customLong("as-of"), help: ArgumentHelp("The moment win-back entries are due at, ISO 8601 (default: now); offers are still signed at the real time.", valueName: "time"))
+        var asOf: String?
+
         func run() async throws {
             global.bootstrapLogging()
             let logger = Logger(label: "churnwatch.webhooks")
@@ -68,7 +71,7 @@ extension WebhooksCommand {
                 let limit = try maxDuration.map { try parseDurationSetting("--max-duration", $0, positive: true) }
                 let file = try metricsFile.map(MetricsFile.init(path:))
                 let store = try await WebhooksCommand.store(global)
-                let (sender, http, metrics) = try await sending.sender(store, logger: logger)
+                let (sender, http, metrics) = try await sending.sender(store, logger: logger, winbackAsOf: try TimeArgument.parse(asOf, flag: "--as-of"))
                 let signals = SignalHandler { sender.stop() }
                 let deadline = limit.map { ContinuousClock.now + .milliseconds(Int64($0 * 1000)) }
                 let summary = await sender.run(untilIdle: true, deadline: deadline)
@@ -121,8 +124,9 @@ struct WebhookSendingOptions: ParsableArguments {
     @Option(name: .customLong("webhook-timeout"), parsing: .unconditional, help: ArgumentHelp("The bound on one attempt: connect, send, answer.", valueName: "duration"))
     var timeout = "10s"
 
-    func sender(_ store: DatabaseStore, logger: Logger) async throws -> (WebhookSender, WebhookHTTP, WebhookMetrics) {
+    func sender(_ store: DatabaseStore, logger: Logger, winbackAsOf: Date? = nil) async throws -> (WebhookSender, WebhookHTTP, WebhookMetrics) {
         var settings = WebhookSender.Settings()
+        settings.winbackAsOf = winbackAsOf
         if let text = retrySchedule {
             guard let schedule = WebhookSchedule.parse(text) else {
                 throw CLIError.configuration("--webhook-retry-schedule \"\(text.prefix(100))\" is not 1 to 20 durations separated by commas (e.g. 0,5s,5m)")

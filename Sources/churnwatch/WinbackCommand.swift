@@ -129,6 +129,9 @@ struct WinbackCommand: AsyncParsableCommand {
                 let store = try WinbackCommand.store(global)
                 try await store.schemaCheck()
                 let apps = try await app.named(store)
+                if let endpoint = try await store.webhookConsumer(campaign: campaign.rawValue, apps: apps) {
+                    throw CLIError.configuration("campaign \(campaign.rawValue) is consumed by webhook endpoint \(endpoint) (one consumer per campaign): `churnwatch webhooks set \(endpoint) --no-campaigns` first, or claim another campaign")
+                }
                 // The key is checked before anything is claimed: a campaign with offers needs it.
                 let signer = try await store.offersConfigured(campaign: campaign, apps: apps) ? try await OffersCommand.signers(store) : nil
                 let claim = try await store.winbackClaim(campaign: campaign, consumer: consumer, limit: limit, lease: lease, asOf: at,
