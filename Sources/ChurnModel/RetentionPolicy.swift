@@ -24,6 +24,9 @@ public struct RetentionPolicy: Sendable, Equatable {
         /// The cancel page's answered requests, by Apple's signed date (their events stay in
         /// the event log).
         case retentionRequests = "retention_message_requests"
+        /// Webhook messages and their deliveries, by when the message was written; one with a
+        /// delivery still pending is kept.
+        case webhookMessages = "webhook_messages"
 
         /// What is kept when nothing is configured.
         public var defaultKeep: TimeInterval {
@@ -35,6 +38,7 @@ public struct RetentionPolicy: Sendable, Equatable {
             case .segmentChanges: 400 * RetentionPolicy.day
             case .transactions: 60 * RetentionPolicy.day
             case .retentionRequests: 400 * RetentionPolicy.day
+            case .webhookMessages: 30 * RetentionPolicy.day
             }
         }
 
@@ -50,6 +54,8 @@ public struct RetentionPolicy: Sendable, Equatable {
             case .transactions: (31 * RetentionPolicy.day, "the table's readers follow renewals and refunds at least a month back")
             case .retentionRequests: (60 * RetentionPolicy.day,
                                       "`outcomes --campaign cancel_page` judges a view up to 35 days on, and Apple's retry must find its answer")
+            case .webhookMessages: (7 * RetentionPolicy.day,
+                                    "a delivery is retried for 27.5 hours, and `webhooks replay --since` reaches back a week at least")
             }
         }
     }

@@ -43,6 +43,9 @@ extension DatabaseStore {
             ("quarantine", "t.received_at < \(wallCut(.quarantine))", "false"),
             ("segment_changes", "t.changed_at < \(cut(.segmentChanges)) ORDER BY t.changed_at", "false"),
             ("retention_message_requests", "t.signed_at < \(cut(.retentionRequests)) ORDER BY t.signed_at", "false"),
+            ("webhook_messages", "t.created_at < \(wallCut(.webhookMessages)) ORDER BY t.created_at", """
+                EXISTS (SELECT 1 FROM churnwatch.webhook_deliveries d WHERE d.message_id = t.id AND d.state = 'pending')
+                """),
             ("transactions", "t.expires_date < \(cut(.transactions)) ORDER BY t.expires_date", """
                 EXISTS (SELECT 1 FROM churnwatch.subscriptions s
                         WHERE s.original_transaction_id = t.original_transaction_id AND s.latest_transaction_id = t.transaction_id)

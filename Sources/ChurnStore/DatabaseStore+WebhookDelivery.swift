@@ -70,15 +70,18 @@ extension DatabaseStore {
         guard limit > 0 else { return [] }
         return try await pool.withConnection { db in
             try db.query("""
-                WITH heads AS (
-                    SELECT DISTINCT ON (original_transaction_id) message_id, seq, next_attempt_at, lease_until
-                    FROM churnwatch.webhook_deliveries
-                    WHERE endpoint = \(endpoint) AND state = 'pending'
-                    ORDER BY original_transaction_id, seq
-                ), due AS (
-                    SELECT message_id FROM heads
-                    WHERE next_attempt_at <= now() AND (lease_until IS NULL OR lease_until < now())
-                    ORDER BY seq LIMIT \(limit)
+                WITH due AS (
+                    -- Due deliveries in the order they fell due, each kept only when it heads its
+                    -- line (no earlier pending delivery of its subscription): the walk stops at
+                    -- `limit`, so a claim reads about what it takes, whatever the backlog.
+                    SELECT d.message_id FROM churnwatch.webhook_deliveries d
+                    WHERE d.endpoint = \(endpoint) AND d.state = 'pending' AND d.next_attempt_at <= now()
+                      AND (d.lease_until IS NULL OR d.lease_until < now())
+                      AND NOT EXISTS (
+                          SELECT 1 FROM churnwatch.webhook_deliveries e
+                          WHERE e.endpoint = d.endpoint AND e.state = 'pending'
+                            AND e.original_transaction_id = d.original_transaction_id AND e.seq < d.seq)
+                    ORDER BY d.next_attempt_at, d.seq LIMIT \(limit)
                 ), leased AS (
                     UPDATE churnwatch.webhook_deliveries d
                     SET lease_until = now() + make_interval(secs => \(lease)), leased_by = \(sender),
@@ -157,15 +160,17 @@ extension DatabaseStore {
         // A failure after a success in the same batch still counts: the endpoint is failing now.
         let healthy = Array(delivered.subtracting(failed.keys))
         if !healthy.isEmpty {
-            try db.execute("""
-                WITH back AS (
-                    UPDATE churnwatch.webhook_endpoints SET consecutive_failures = 0, failing_since = NULL, paused_until = NULL
-                    WHERE name = ANY(\(healthy)) AND consecutive_failures > 0
-                    RETURNING name
-                )
-                UPDATE churnwatch.webhook_deliveries d SET next_attempt_at = now()
-                FROM back WHERE d.endpoint = back.name AND d.state = 'pending' AND d.next_attempt_at > now()
-                """)
+            let back = try db.query("""
+                UPDATE churnwatch.webhook_endpoints SET consecutive_failures = 0, failing_since = NULL, paused_until = NULL
+                WHERE name = ANY(\(healthy)) AND consecutive_failures > 0
+                RETURNING name
+                """).map { try $0.decode(String.self, at: 0) }
+            if !back.isEmpty {
+                try db.execute("""
+                    UPDATE churnwatch.webhook_deliveries SET next_attempt_at = now()
+                    WHERE endpoint = ANY(\(back)) AND state = 'pending' AND next_attempt_at > now()
+                    """)
+            }
         }
         if !failed.isEmpty {
             let names = Array(failed.keys), counts = names.map { Int64(failed[$0]!) }, pauses = names.map { pause[$0] ?? 0 }

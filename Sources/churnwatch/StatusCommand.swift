@@ -71,10 +71,15 @@ struct StatusCommand: AsyncParsableCommand {
                                            measuredAt: now, sandbox: try await sandbox(store)))
                 }
             }
+            // The webhook endpoints, with what waits for each (none: nothing said).
+            let webhooks = runId == nil ? try await database.webhookStats() : []
             if json {
-                print(try JSONOutput.line(StatusJSON(shown)))
+                var out = StatusJSON(shown)
+                out.webhooks = webhooks.isEmpty ? nil : webhooks.map { WebhookEndpointJSON($0, secrets: nil) }
+                print(try JSONOutput.line(out))
             } else {
                 print(PerAppText.lines(shown.map { ($0.app, $0.text) }, headed: stores.count > 1).joined(separator: "\n"))
+                for w in webhooks { print("webhooks: \(w.endpoint.name) (\(w.endpoint.bundleId)): \(WebhooksText.counts(w, secrets: nil, now: Date()))\(w.endpoint.enabled ? "" : ", DISABLED: \(w.endpoint.disabledReason ?? "?")")") }
             }
         }
     }

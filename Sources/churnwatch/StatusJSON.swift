@@ -46,6 +46,8 @@ struct StatusJSON: Encodable {
     var feed: FeedStatusJSON?
     var sandboxFeed: SandboxFeedJSON?
     var apps: [StatusJSON]?
+    /// Every webhook endpoint of the database (top level only; absent when there is none).
+    var webhooks: [WebhookEndpointJSON]?
 
     init(_ shown: [AppStatus]) {
         self.init(app: shown[0])
@@ -60,7 +62,7 @@ struct StatusJSON: Encodable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case bundle_id, run, items, calls, workers, active_seconds, items_per_second, eta_seconds, measured_at, feed, sandbox_feed, apps
+        case bundle_id, run, items, calls, workers, active_seconds, items_per_second, eta_seconds, measured_at, feed, sandbox_feed, apps, webhooks
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -70,6 +72,7 @@ struct StatusJSON: Encodable {
         try c.encodeIfPresent(feed, forKey: .feed)
         try c.encodeIfPresent(sandboxFeed, forKey: .sandbox_feed)
         try c.encodeIfPresent(apps, forKey: .apps)
+        try c.encodeIfPresent(webhooks, forKey: .webhooks)
     }
 }
 

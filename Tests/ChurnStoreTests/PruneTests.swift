@@ -58,6 +58,19 @@ struct PruneTests {
                         \(asOf.addingTimeInterval(-next * day)), '{}', 'com.example.churnwatch')
                 """)
         }
+        // Webhook messages: two written 40 days ago (past the 30), one of them still pending for
+        // an endpoint (kept: never lost to prune), one written now.
+        try db.execute("INSERT INTO churnwatch.webhook_endpoints (name, bundle_id, url) VALUES ('crm', 'com.example.churnwatch', 'https://example.com/h')")
+        try db.execute("""
+            INSERT INTO churnwatch.webhook_messages (id, seq, bundle_id, type, body, created_at)
+            VALUES (1, 1, 'com.example.churnwatch', 'segment.changed', '{}', now() - interval '40 days'),
+                   (2, 2, 'com.example.churnwatch', 'segment.changed', '{}', now() - interval '40 days'),
+                   (3, 3, 'com.example.churnwatch', 'segment.changed', '{}', now())
+            """)
+        try db.execute("""
+            INSERT INTO churnwatch.webhook_deliveries (endpoint, message_id, seq, original_transaction_id, state)
+            VALUES ('crm', 1, 1, '', 'delivered'), ('crm', 2, 2, '', 'pending'), ('crm', 3, 3, '', 'delivered')
+            """)
         // Transactions of one subscription: two periods that ended 500 days ago (one is still its
         // newest, as the subscription row says), one that ended last week.
         try db.execute("INSERT INTO churnwatch.subscriptions (original_transaction_id, latest_transaction_id) VALUES ('s', 't-newest'), ('u', 't-u2')")
@@ -72,7 +85,7 @@ struct PruneTests {
     static func counts(_ db: PostgresConnection) throws -> [String: Int] {
         var out: [String: Int] = [:]
         for table in ["run_items", "run_workers", "notifications", "notification_inbox", "quarantine", "segment_changes", "transactions",
-                      "retention_message_requests", "observations", "runs", "subscriptions"] {
+                      "retention_message_requests", "observations", "runs", "subscriptions", "webhook_messages"] {
             out[table] = try db.query("SELECT count(*) FROM churnwatch.\(identifier: table)")[0].decode(Int.self, at: 0)
         }
         return out
@@ -88,7 +101,8 @@ struct PruneTests {
             let dry = try await store.database.prune(RetentionPolicy(), asOf: Self.asOf, now: Date(), dryRun: true)
             #expect(try Self.counts(db) == before, "a dry run changes nothing")
             let expected = ["run_items": 7, "run_workers": 1, "notifications": 4, "notification_inbox": 1, "quarantine": 1,
-                            "segment_changes": 1, "retention_message_requests": 1, "transactions": 2, "observations": 1]
+                            "segment_changes": 1, "retention_message_requests": 1, "transactions": 2, "observations": 1,
+                            "webhook_messages": 1]
             #expect(Dictionary(uniqueKeysWithValues: dry.rows.map { ($0.table, $0.rows) }) == expected)
             #expect(try db.query("SELECT count(*) FROM churnwatch.apps WHERE observations_pruned_before IS NOT NULL")[0].decode(Int.self, at: 0) == 0,
                     "a dry run records no cut")

@@ -72,7 +72,8 @@ CREATE TABLE churnwatch.webhook_messages (
     body                    text NOT NULL
 );
 CREATE INDEX webhook_messages_unnumbered_idx ON churnwatch.webhook_messages (id) WHERE seq IS NULL;
-CREATE INDEX webhook_messages_app_created_idx ON churnwatch.webhook_messages (bundle_id, created_at);
+CREATE INDEX webhook_messages_app_created_idx ON churnwatch.webhook_messages (bundle_id, created_at);  -- replay
+CREATE INDEX webhook_messages_created_idx ON churnwatch.webhook_messages (created_at);                  -- prune
 
 CREATE TABLE churnwatch.webhook_deliveries (
     endpoint                text NOT NULL REFERENCES churnwatch.webhook_endpoints (name) ON DELETE CASCADE,
@@ -94,6 +95,10 @@ CREATE TABLE churnwatch.webhook_deliveries (
 -- The head of each subscription's line per endpoint: the pending delivery of lowest seq.
 CREATE INDEX webhook_deliveries_line_idx ON churnwatch.webhook_deliveries (endpoint, original_transaction_id, seq)
     WHERE state = 'pending';
+-- What falls due first, for the claim's walk.
+CREATE INDEX webhook_deliveries_due_idx ON churnwatch.webhook_deliveries (endpoint, next_attempt_at, seq)
+    WHERE state = 'pending';
+CREATE INDEX webhook_deliveries_message_idx ON churnwatch.webhook_deliveries (message_id);  -- prune's cascade
 CREATE INDEX webhook_deliveries_finished_idx ON churnwatch.webhook_deliveries (finished_at) WHERE state <> 'pending';
 
 CREATE FUNCTION churnwatch.webhook_time(t timestamptz) RETURNS text
