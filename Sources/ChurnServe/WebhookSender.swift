@@ -37,6 +37,8 @@ public final class WebhookSender: Sendable {
     struct State {
         var stopping = false
         var inFlight: [String: Int] = [:]
+        /// Leased and not yet attempted, per endpoint, with when they were leased.
+        var queued: [String: [(delivery: WebhookDelivery, at: ContinuousClock.Instant)]] = [:]
         var finished: [(WebhookSettlement, seconds: Double, sinceWritten: Double?)] = []
         var unsettled: [WebhookSettlement] = []
         /// Endpoints whose last attempt failed (one request at a time) or that asked to wait.
@@ -74,6 +76,7 @@ public final class WebhookSender: Sendable {
     public func run(untilIdle: Bool = false, deadline: ContinuousClock.Instant? = nil) async -> Summary {
         var instance: String?
         var lastPump = ContinuousClock.now - .seconds(10), lastLook = ContinuousClock.now - .seconds(10)
+        var lastNumbering = ContinuousClock.now - .seconds(10), numberedLast = false
         var failureLogged: ContinuousClock.Instant?
         while !state.withLock({ $0.stopping }) {
             if let deadline, ContinuousClock.now >= deadline {
@@ -89,17 +92,22 @@ public final class WebhookSender: Sendable {
                     await wake.wait(timeout: .seconds(1))
                     continue
                 }
-                busy = try await store.webhookSequence() > 0 || busy
+                if numberedLast || ContinuousClock.now - lastNumbering >= .milliseconds(50) {
+                    lastNumbering = ContinuousClock.now
+                    numberedLast = try await store.webhookSequence() > 0
+                    busy = numberedLast || busy
+                }
                 if winbackBody != nil, ContinuousClock.now - lastPump >= .seconds(1) {
                     lastPump = ContinuousClock.now
-                    busy = try await pumpWinback() > 0 || busy
+                    // What it wrote is numbered on the next pass, unthrottled.
+                    if try await pumpWinback() > 0 { (busy, numberedLast) = (true, true) }
                 }
                 busy = try await launch(instance: instance ?? "00000000") > 0 || busy
                 if ContinuousClock.now - lastLook >= .seconds(5) {
                     lastLook = ContinuousClock.now
                     metrics.saw(try await store.webhookStats(), unsequenced: try await store.webhookUnsequenced(), at: Date())
                 }
-                if !busy, untilIdle, state.withLock({ $0.inFlight.values.reduce(0, +) == 0 && $0.finished.isEmpty && $0.unsettled.isEmpty }) { break }
+                if !busy, untilIdle, state.withLock({ $0.inFlight.values.reduce(0, +) == 0 && $0.queued.values.allSatisfy(\.isEmpty) && $0.finished.isEmpty && $0.unsettled.isEmpty }) { break }
                 if busy { continue }
                 failureLogged = nil
             } catch {
@@ -134,26 +142,59 @@ public final class WebhookSender: Sendable {
         return try await store.webhookWinbackReady(now: settings.winbackAsOf ?? Date(), body: body)
     }
 
-    /// Leases what each endpoint has room for and starts its attempts; returns how many.
+    /// Leases what each endpoint has room for (up to four times its cap, held in a local queue,
+    /// so a claim serves several rounds of attempts) and starts the attempts it has room for;
+    /// returns how many it leased or started.
     private func launch(instance: String) async throws -> Int {
         let (list, keys) = try await currentEndpoints()
-        let now = Date()
-        var started = 0
+        var busy = 0
         for endpoint in list {
-            let (room, paused) = state.withLock { s -> (Int, Bool) in
-                let cap = s.failing.contains(endpoint.name) ? 1 : endpoint.maxInFlight
-                return (cap - s.inFlight[endpoint.name, default: 0], (s.pausedUntil[endpoint.name] ?? .distantPast) > now)
+            guard let secrets = keys[endpoint.name] else { continue }
+            // Paused (a Retry-After): what it holds goes back, for whoever sends when it is over.
+            let parked = state.withLock { s -> [Int64] in
+                guard (s.pausedUntil[endpoint.name] ?? .distantPast) > Date() else { return [] }
+                defer { s.queued[endpoint.name] = [] }
+                return s.queued[endpoint.name, default: []].map(\.delivery.messageId)
             }
-            guard room > 0, !paused, let secrets = keys[endpoint.name] else { continue }
-            let claimed = try await store.webhookClaim(endpoint: endpoint.name, limit: room, lease: settings.lease, sender: settings.name)
-            for delivery in claimed {
-                state.withLock { $0.inFlight[endpoint.name, default: 0] += 1 }
-                let id = "msg_\(instance)_\(delivery.seq)"
-                Task { await self.attempt(delivery, id: id, endpoint: endpoint, secrets: secrets) }
+            if !parked.isEmpty { try await store.webhookRelease(sender: settings.name, endpoint: endpoint.name, messageIds: parked) }
+            let want = state.withLock { s -> Int in
+                guard (s.pausedUntil[endpoint.name] ?? .distantPast) <= Date() else { return 0 }
+                let failing = s.failing.contains(endpoint.name)
+                let held = s.inFlight[endpoint.name, default: 0] + s.queued[endpoint.name, default: []].count
+                return (failing ? 1 : 4 * endpoint.maxInFlight) - held
             }
-            started += claimed.count
+            if want > 0 {
+                let claimed = try await store.webhookClaim(endpoint: endpoint.name, limit: want, lease: settings.lease, sender: settings.name)
+                let at = ContinuousClock.now
+                state.withLock { $0.queued[endpoint.name, default: []] += claimed.map { ($0, at) } }
+                busy += claimed.count
+            }
+            busy += start(endpoint, secrets: secrets, instance: instance)
         }
-        return started
+        return busy
+    }
+
+    /// Starts queued attempts while the endpoint has room. A delivery queued for more than half
+    /// its lease is not sent: its lease may lapse before the attempt ends, and another sender
+    /// may take it (it is sent then, by whoever holds it).
+    private func start(_ endpoint: WebhookEndpoint, secrets: WebhookSecrets, instance: String) -> Int {
+        let fresh = ContinuousClock.now - .milliseconds(Int64(settings.lease * 500))
+        let ready = state.withLock { s -> [WebhookDelivery] in
+            guard (s.pausedUntil[endpoint.name] ?? .distantPast) <= Date() else { return [] }
+            let cap = s.failing.contains(endpoint.name) ? 1 : endpoint.maxInFlight
+            var queue = s.queued[endpoint.name, default: []].filter { $0.at > fresh }
+            let n = max(0, min(queue.count, cap - s.inFlight[endpoint.name, default: 0]))
+            let out = queue.prefix(n).map(\.delivery)
+            queue.removeFirst(n)
+            s.queued[endpoint.name] = queue
+            s.inFlight[endpoint.name, default: 0] += n
+            return out
+        }
+        for delivery in ready {
+            let id = "msg_\(instance)_\(delivery.seq)"
+            Task { await self.attempt(delivery, id: id, endpoint: endpoint, secrets: secrets) }
+        }
+        return ready.count
     }
 
     private func attempt(_ delivery: WebhookDelivery, id: String, endpoint: WebhookEndpoint, secrets: WebhookSecrets) async {

@@ -233,12 +233,14 @@ extension DatabaseStore {
         }
     }
 
-    /// Gives back leases a sender holds and has not attempted (its stop).
-    public func webhookRelease(sender: String) async throws {
+    /// Gives back leases a sender holds and has not attempted: all of them (its stop), or those
+    /// of `messageIds` for `endpoint` (an endpoint that asked to wait).
+    public func webhookRelease(sender: String, endpoint: String? = nil, messageIds: [Int64]? = nil) async throws {
         try await pool.withConnection { db in
             try db.execute("""
                 UPDATE churnwatch.webhook_deliveries SET lease_until = NULL, leased_by = NULL
                 WHERE leased_by = \(sender) AND state = 'pending'
+                  AND (\(endpoint)::text IS NULL OR (endpoint = \(endpoint)::text AND message_id = ANY(\(messageIds ?? [])::bigint[])))
                 """)
         }
     }
