@@ -85,7 +85,10 @@ public final class WebhookSender: Sendable {
             }
             do {
                 if instance == nil { instance = try await store.webhookInstance() }
-                var busy = try await settleFinished()
+                // Busy: new work was found (numbered, handed to a consumer, leased): look again at
+                // once. Attempts that end wake the loop; what they found is written each pass.
+                var busy = false
+                try await settleFinished()
                 if try await currentEndpoints().0.isEmpty, state.withLock({ $0.inFlight.values.reduce(0, +) == 0 }) {
                     // No endpoint: no message is written; look again in a second.
                     if untilIdle { break }
@@ -105,7 +108,7 @@ public final class WebhookSender: Sendable {
                 busy = try await launch(instance: instance ?? "00000000") > 0 || busy
                 if ContinuousClock.now - lastLook >= .seconds(5) {
                     lastLook = ContinuousClock.now
-                    metrics.saw(try await store.webhookStats(), unsequenced: try await store.webhookUnsequenced(), at: Date())
+                    metrics.saw(try await store.webhookStats(delivered: false), unsequenced: try await store.webhookUnsequenced(), at: Date())
                 }
                 if !busy, untilIdle, state.withLock({ $0.inFlight.values.reduce(0, +) == 0 && $0.queued.values.allSatisfy(\.isEmpty) && $0.finished.isEmpty && $0.unsettled.isEmpty }) { break }
                 if busy { continue }
@@ -119,6 +122,9 @@ public final class WebhookSender: Sendable {
                 continue
             }
             await wake.wait(timeout: settings.poll)
+            // Woken by an attempt's end: a moment for the others in flight to end too, so they
+            // are written in one statement.
+            if state.withLock({ $0.inFlight.values.reduce(0, +) > 0 }) { try? await Task.sleep(for: .milliseconds(3)) }
         }
         await drain()
         return state.withLock { $0.summary }
@@ -144,7 +150,7 @@ public final class WebhookSender: Sendable {
 
     /// Leases what each endpoint has room for (up to four times its cap, held in a local queue,
     /// so a claim serves several rounds of attempts) and starts the attempts it has room for;
-    /// returns how many it leased or started.
+    /// returns how many it leased.
     private func launch(instance: String) async throws -> Int {
         let (list, keys) = try await currentEndpoints()
         var busy = 0
@@ -160,8 +166,10 @@ public final class WebhookSender: Sendable {
             let want = state.withLock { s -> Int in
                 guard (s.pausedUntil[endpoint.name] ?? .distantPast) <= Date() else { return 0 }
                 let failing = s.failing.contains(endpoint.name)
-                let held = s.inFlight[endpoint.name, default: 0] + s.queued[endpoint.name, default: []].count
-                return (failing ? 1 : 4 * endpoint.maxInFlight) - held
+                let queued = s.queued[endpoint.name, default: []].count
+                // Refilled when less than a round is left, to four rounds.
+                guard queued < (failing ? 1 : endpoint.maxInFlight) else { return 0 }
+                return (failing ? 1 : 4 * endpoint.maxInFlight) - s.inFlight[endpoint.name, default: 0] - queued
             }
             if want > 0 {
                 let claimed = try await store.webhookClaim(endpoint: endpoint.name, limit: want, lease: settings.lease, sender: settings.name)
@@ -169,7 +177,7 @@ public final class WebhookSender: Sendable {
                 state.withLock { $0.queued[endpoint.name, default: []] += claimed.map { ($0, at) } }
                 busy += claimed.count
             }
-            busy += start(endpoint, secrets: secrets, instance: instance)
+            _ = start(endpoint, secrets: secrets, instance: instance)
         }
         return busy
     }
@@ -245,6 +253,7 @@ public final class WebhookSender: Sendable {
     }
 
     /// Writes the attempts that ended since the last call (and any a failed write left).
+    @discardableResult
     private func settleFinished() async throws -> Bool {
         let batch = state.withLock { s -> [WebhookSettlement] in
             let out = s.unsettled + s.finished.map(\.0)

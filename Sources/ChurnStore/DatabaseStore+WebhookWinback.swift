@@ -70,21 +70,24 @@ extension DatabaseStore {
             """).map(ChurnStore.decodeWinbackEntry)
     }
 
-    /// Every endpoint with its deliveries' counts.
-    public func webhookStats() async throws -> [WebhookEndpointStats] {
+    /// Every endpoint with what waits for it and what died, from the partial indexes (cheap
+    /// enough for a sender to read every few seconds); with `delivered`, also its deliveries of
+    /// the last 24 hours and its last delivery (for `list` and `status`).
+    public func webhookStats(delivered: Bool = true) async throws -> [WebhookEndpointStats] {
         try await pool.withConnection { db in
             try db.query("""
-                SELECT \(Self.endpointColumns), s.pending, s.oldest, s.dead, s.delivered, s.last_delivered, s.last_error
+                SELECT \(Self.endpointColumns),
+                    (SELECT count(*) FROM churnwatch.webhook_deliveries d WHERE d.endpoint = e.name AND d.state = 'pending') AS pending,
+                    (SELECT min(d.created_at) FROM churnwatch.webhook_deliveries d WHERE d.endpoint = e.name AND d.state = 'pending') AS oldest,
+                    (SELECT count(*) FROM churnwatch.webhook_deliveries d WHERE d.endpoint = e.name AND d.state = 'dead') AS dead,
+                    (SELECT d.last_error FROM churnwatch.webhook_deliveries d
+                     WHERE d.endpoint = e.name AND d.state IN ('pending', 'dead') AND d.last_error IS NOT NULL
+                     ORDER BY d.first_attempt_at DESC NULLS LAST LIMIT 1) AS last_error,
+                    CASE WHEN \(delivered) THEN (SELECT count(*) FROM churnwatch.webhook_deliveries d WHERE d.endpoint = e.name
+                        AND d.state = 'delivered' AND d.finished_at > now() - interval '24 hours') END AS delivered,
+                    CASE WHEN \(delivered) THEN (SELECT max(d.finished_at) FROM churnwatch.webhook_deliveries d WHERE d.endpoint = e.name
+                        AND d.state = 'delivered' AND d.finished_at > now() - interval '30 days') END AS last_delivered
                 FROM churnwatch.webhook_endpoints e
-                LEFT JOIN LATERAL (
-                    SELECT count(*) FILTER (WHERE d.state = 'pending') AS pending,
-                           min(d.created_at) FILTER (WHERE d.state = 'pending') AS oldest,
-                           count(*) FILTER (WHERE d.state = 'dead') AS dead,
-                           count(*) FILTER (WHERE d.state = 'delivered' AND d.finished_at > now() - interval '24 hours') AS delivered,
-                           max(d.finished_at) FILTER (WHERE d.state = 'delivered') AS last_delivered,
-                           (array_agg(d.last_error ORDER BY d.first_attempt_at DESC) FILTER (WHERE d.state <> 'delivered' AND d.last_error IS NOT NULL))[1] AS last_error
-                    FROM churnwatch.webhook_deliveries d WHERE d.endpoint = e.name
-                ) s ON true
                 ORDER BY e.name
                 """).map { row in
                 var s = WebhookEndpointStats(endpoint: try Self.decodeEndpoint(row))

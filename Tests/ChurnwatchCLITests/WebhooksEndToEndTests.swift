@@ -51,6 +51,8 @@ struct WebhooksEndToEndTests {
         #expect(delivered, "\(stats.unique_ids) of \(events + moves) delivered")
         #expect(stats.by_type["churn_event.created"] == events && stats.by_type["segment.changed"] == moves, "\(stats.by_type)")
         #expect(stats.valid == stats.accepted && stats.order_violations == 0 && stats.duplicate_ids_with_other_body == 0)
+        let metrics = try RawHTTP.exchange(port: server.port, method: "GET", path: "/metrics").body
+        #expect(metrics.contains("churnwatch_webhook_attempts_total{endpoint=\"all\",result=\"delivered\"}"), "\(metrics.suffix(600))")
         let stopped = try await server.stop()
         #expect(stopped.status == 0, "\(stopped.stderr.suffix(300))")
 
