@@ -42,6 +42,8 @@ public struct ReportRows: Sendable, Equatable {
     /// renewing (auto-renew on, not churned or refunded): `subscription_segments.last_cancel_page_view_at`.
     public var cancelViewers = 0
     public var cancelViewersStillRenewing = 0
+    /// The app's webhook endpoints and their deliveries (docs/webhooks.md).
+    public var webhooks: [WebhookRow] = []
 
     public init(asOf: Date, days: Int) {
         self.asOf = asOf
@@ -212,6 +214,25 @@ public struct ReportRows: Sendable, Equatable {
             self.calls = calls
             self.http429 = http429
             self.durationSeconds = durationSeconds
+        }
+    }
+
+    /// One webhook endpoint: what it was sent in the window, what waits, what died.
+    public struct WebhookRow: Sendable, Equatable {
+        public var endpoint: String
+        public var url: String
+        public var enabled: Bool
+        public var failing: Bool
+        public var delivered: Int
+        public var pending: Int
+        /// Seconds since the oldest waiting delivery's message was written (as of the report).
+        public var oldestPendingSeconds: Double?
+        public var dead: Int
+        public var lastError: String?
+        public init(endpoint: String, url: String, enabled: Bool, failing: Bool, delivered: Int, pending: Int,
+                    oldestPendingSeconds: Double?, dead: Int, lastError: String?) {
+            (self.endpoint, self.url, self.enabled, self.failing) = (endpoint, url, enabled, failing)
+            (self.delivered, self.pending, self.oldestPendingSeconds, self.dead, self.lastError) = (delivered, pending, oldestPendingSeconds, dead, lastError)
         }
     }
 }

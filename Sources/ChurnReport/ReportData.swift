@@ -43,6 +43,8 @@ public struct ReportData: Sendable, Equatable {
     /// Subscribers whose last cancel-page view is in the window, and those still renewing.
     public var cancelViewers = 0
     public var cancelViewersStillRenewing = 0
+    /// The app's webhook endpoints (none: the panel says how to add one).
+    public var webhooks: [ReportRows.WebhookRow] = []
 
     public init(asOf: Date, days: Int) {
         self.asOf = asOf
@@ -71,6 +73,7 @@ public struct ReportData: Sendable, Equatable {
         cancelViews = rows.cancelViews
         cancelOutcomes = rows.cancelOutcomes
         (cancelViewers, cancelViewersStillRenewing) = (rows.cancelViewers, rows.cancelViewersStillRenewing)
+        webhooks = rows.webhooks
     }
 
     /// True when there is nothing at all to show: no subscriptions, no history, no runs.

@@ -38,6 +38,9 @@ extension ChurnStore {
             // A database not migrated to the cancel page yet (0022) has none to show.
             if try tables.decode(Bool.self, at: 2) { try Self.reportCancelPage(db, &data) }
             try Self.reportRuns(db, &data)
+            if try db.query("SELECT to_regclass('churnwatch.webhook_endpoints') IS NOT NULL")[0].decode(Bool.self, at: 0) {
+                try Self.reportWebhooks(db, &data)
+            }
             return data
         }
     }
@@ -128,6 +131,30 @@ extension ChurnStore {
                                decided: $0.decided, saved: $0.saved, holdoutEntries: $0.holdoutEntries,
                                holdoutDecided: $0.holdoutDecided, holdoutSaved: $0.holdoutSaved,
                                medianDaysToSave: $0.medianDaysToSave, revenueKept: $0.revenueKept)
+        }
+    }
+
+    /// The app's webhook endpoints: delivered in the window, waiting and dead now.
+    static func reportWebhooks(_ db: PostgresConnection, _ data: inout ReportRows) throws {
+        let since = data.asOf.addingTimeInterval(-86_400 * Double(max(data.days, 1)))
+        data.webhooks = try db.query("""
+            SELECT e.name, e.url, e.enabled, e.consecutive_failures > 0 AS failing,
+                (SELECT count(*) FROM churnwatch.webhook_deliveries d WHERE d.endpoint = e.name AND d.state = 'delivered'
+                   AND d.finished_at > \(since) AND d.finished_at <= \(data.asOf)) AS delivered,
+                (SELECT count(*) FROM churnwatch.webhook_deliveries d WHERE d.endpoint = e.name AND d.state = 'pending') AS pending,
+                (SELECT extract(epoch FROM \(data.asOf) - min(d.created_at))::float8 FROM churnwatch.webhook_deliveries d
+                 WHERE d.endpoint = e.name AND d.state = 'pending') AS oldest,
+                (SELECT count(*) FROM churnwatch.webhook_deliveries d WHERE d.endpoint = e.name AND d.state = 'dead') AS dead,
+                (SELECT d.last_error FROM churnwatch.webhook_deliveries d
+                 WHERE d.endpoint = e.name AND d.state IN ('pending', 'dead') AND d.last_error IS NOT NULL
+                 ORDER BY d.first_attempt_at DESC NULLS LAST LIMIT 1) AS last_error
+            FROM churnwatch.webhook_endpoints e WHERE e.bundle_id = \(data.app) ORDER BY e.name
+            """).map { row in
+            ReportRows.WebhookRow(endpoint: try row.decode(String.self, "name"), url: try row.decode(String.self, "url"),
+                                  enabled: try row.decode(Bool.self, "enabled"), failing: try row.decode(Bool.self, "failing"),
+                                  delivered: try row.decode(Int.self, "delivered"), pending: try row.decode(Int.self, "pending"),
+                                  oldestPendingSeconds: try row.decode(Double?.self, "oldest"), dead: try row.decode(Int.self, "dead"),
+                                  lastError: try row.decode(String?.self, "last_error"))
         }
     }
 }

@@ -41,6 +41,12 @@ enum ReportFixtures {
             .init(id: Int64(i), kind: "nightly", status: "done", asOf: Date(timeIntervalSince1970: 1_790_820_000 + Double(i - 1) * 86_400),
                   due: 400, polled: 398, failed: 2, calls: [endpoint: 398, "history": 40], http429: 0, durationSeconds: 12.5)
         }
+        data.webhooks = [
+            .init(endpoint: "braze", url: "https://hooks.example.com/t/SECRET-TOKEN", enabled: true, failing: false, delivered: 1_204,
+                  pending: 3, oldestPendingSeconds: 42, dead: 0, lastError: nil),
+            .init(endpoint: endpoint, url: "https://crm.example.org/in", enabled: true, failing: true, delivered: 310, pending: 57,
+                  oldestPendingSeconds: 5_400, dead: 2, lastError: "HTTP 500: upstream down"),
+        ]
         return data
     }
 }

@@ -74,6 +74,19 @@ struct ReportPageTests {
         #expect(ReportPage.render(none).contains("No refund request in the last \(none.days) days."))
     }
 
+    @Test("webhooks: the lead sums delivered, waiting and dead, a row per endpoint with its host only (a path can carry a token), its state and oldest wait; none: how to add one")
+    func webhooksPanel() {
+        let page = ReportPage.render(ReportFixtures.week())
+        #expect(page.contains("1,514 messages delivered to 2 endpoints in the last 7 days; 60 waiting, 2 dead"), "\(page.components(separatedBy: "data-panel=\"webhooks\"").last?.prefix(500) ?? "")")
+        #expect(page.contains("; 1 endpoint failing or disabled."))
+        #expect(page.contains("hooks.example.com") && page.contains("crm.example.org"))
+        #expect(!page.contains("SECRET-TOKEN"))
+        #expect(page.contains("90 min") && page.contains("42 s") && page.contains("HTTP 500: upstream down"))
+        var none = ReportFixtures.week()
+        none.webhooks = []
+        #expect(ReportPage.render(none).contains("No webhook endpoint."))
+    }
+
     @Test("an empty database, and one never migrated, give a page that says so")
     func emptyPages() {
         let empty = ReportPage.render(ReportData(asOf: ReportFixtures.asOf, days: 30))

@@ -66,7 +66,10 @@ struct DemoSmokeTests {
                          "events this night: none (the first poll", "events this night by type",
                          "summary: 2 nights of 300 subscribers", "events by type over the 2 nights", "win-back queue by campaign",
                          "churnwatch winback claim --campaign save_offer --consumer demo --limit 3 --as-of 2026-10-02T02:00:00Z",
-                         "churnwatch status", "ops/pg stop"] {
+                         "churnwatch status", "ops/pg stop",
+                         // The team's tool: an endpoint on a local receiver, reached each night and by serve.
+                         "churnwatch webhooks add demo-tool", "demo-tool: HTTP 200", "what the team's tool received",
+                         "invalid 0, out of order 0, a repeated id with another body 0", "churn_event.created: "] {
             #expect(stdout.contains(expected), "missing \"\(expected)\" in:\n\(stdout)")
         }
         // The first night: the change feed's first sync establishes what Apple notified, and the
