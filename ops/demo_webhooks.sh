@@ -43,8 +43,12 @@ for kind, n in sorted(s["by_type"].items()):
     print(f"  {kind}: {n}")
 PY
     echo "one of them, as the receiver got it:"
-    grep -m1 '"type": "churn_event.created"' "$demo_dir/webhooks.jsonl" | python3 -c '
+    python3 - "$demo_dir/webhooks.jsonl" <<'PY' | indent
 import json, sys
-r = json.loads(sys.stdin.readline())
-print("webhook-id:", r["id"]); print("webhook-timestamp:", r["timestamp"]); print(json.dumps(r["body"], indent=2))' | indent
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("type") == "churn_event.created" and r.get("status") == 200:
+        print("webhook-id:", r["id"]); print("webhook-timestamp:", r["timestamp"]); print(json.dumps(r["body"], indent=2))
+        break
+PY
 }

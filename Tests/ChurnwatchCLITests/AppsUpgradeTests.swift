@@ -17,9 +17,16 @@ struct AppsUpgradeTests {
 
     /// Takes a database back to schema 0017 with its rows (what a deployment of the build
     /// before apps holds): migration 0018 undone by hand, and 0023 (which adds a column to
-    /// `apps`) with it, so `migrate` applies both again in order.
+    /// `apps`) and 0026 (whose triggers read 0023's column) with it, so `migrate` applies them
+    /// again in order.
     static let undo0018 = """
-        DELETE FROM churnwatch.schema_migrations WHERE name IN ('0018_apps.sql', '0023_observation_sequence.sql');
+        DELETE FROM churnwatch.schema_migrations WHERE name IN ('0018_apps.sql', '0023_observation_sequence.sql', '0026_webhooks.sql');
+        DROP TABLE churnwatch.webhook_deliveries, churnwatch.webhook_messages, churnwatch.webhook_consumers, churnwatch.webhook_secrets,
+            churnwatch.webhook_endpoints, churnwatch.webhook_instance;
+        DROP SEQUENCE churnwatch.webhook_message_seq;
+        DROP FUNCTION churnwatch.webhook_on_event, churnwatch.webhook_on_superseded, churnwatch.webhook_on_segment_change,
+            churnwatch.webhook_on_cancel_page CASCADE;
+        DROP FUNCTION churnwatch.webhook_write, churnwatch.webhook_who, churnwatch.webhook_app, churnwatch.webhook_time;
         DROP TABLE churnwatch.observations;
         ALTER TABLE churnwatch.subscriptions DROP COLUMN observed_as_of, DROP COLUMN observed_named;
         DROP INDEX churnwatch.churn_events_superseded_idx;
