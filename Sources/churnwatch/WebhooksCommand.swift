@@ -29,6 +29,15 @@ struct WebhooksCommand: AsyncParsableCommand {
         return store
     }
 
+    /// A command on one endpoint by name: the name checked, the schema checked, `body`'s line printed.
+    static func onEndpoint(_ name: String, _ global: GlobalOptions, _ body: (DatabaseStore, String) async throws -> String) async throws {
+        global.bootstrapLogging()
+        try await reportingErrors {
+            let name = try named(name)
+            print(try await body(try await store(global), name))
+        }
+    }
+
     static func named(_ name: String) throws -> String {
         if let problem = WebhookEndpointRules.nameProblem(name) { throw CLIError.configuration(problem) }
         return name
@@ -161,11 +170,9 @@ struct WebhooksCommand: AsyncParsableCommand {
         @Argument(help: "The endpoint's name.") var name: String
 
         func run() async throws {
-            global.bootstrapLogging()
-            try await reportingErrors {
-                let store = try await WebhooksCommand.store(global)
-                try await store.webhookRemove(try WebhooksCommand.named(name))
-                print("endpoint removed: \(name)")
+            try await WebhooksCommand.onEndpoint(name, global) { store, name in
+                try await store.webhookRemove(name)
+                return "endpoint removed: \(name)"
             }
         }
     }
@@ -177,11 +184,9 @@ struct WebhooksCommand: AsyncParsableCommand {
         @Argument(help: "The endpoint's name.") var name: String
 
         func run() async throws {
-            global.bootstrapLogging()
-            try await reportingErrors {
-                let store = try await WebhooksCommand.store(global)
-                try await store.webhookEnable(try WebhooksCommand.named(name), enabled: true, reason: nil)
-                print("endpoint enabled: \(name)")
+            try await WebhooksCommand.onEndpoint(name, global) { store, name in
+                try await store.webhookEnable(name, enabled: true, reason: nil)
+                return "endpoint enabled: \(name)"
             }
         }
     }
@@ -194,11 +199,10 @@ struct WebhooksCommand: AsyncParsableCommand {
         @Option(name: .customLong("reason"), help: "Why, shown by list.") var reason = "disabled by an operator"
 
         func run() async throws {
-            global.bootstrapLogging()
-            try await reportingErrors {
-                let store = try await WebhooksCommand.store(global)
-                try await store.webhookEnable(try WebhooksCommand.named(name), enabled: false, reason: String(reason.prefix(200)))
-                print("endpoint disabled: \(name)")
+            let reason = String(self.reason.prefix(200))
+            try await WebhooksCommand.onEndpoint(name, global) { store, name in
+                try await store.webhookEnable(name, enabled: false, reason: reason)
+                return "endpoint disabled: \(name)"
             }
         }
     }
