@@ -118,19 +118,22 @@ public final class RetentionAnswerer: Sendable {
             segment: lookup?.segment,
             tenureDays: lookup?.originalPurchase.map { Int(signedAt.timeIntervalSince($0) / 86_400) },
             requestedAt: signedAt, lastView: lookup?.lastCancelPageViewAt, viewsKnown: lookup != nil)
-        let (rules, defaults) = door.rules()
-        let choice = RetentionChoice.choose(rules: rules, defaults: defaults, facts: facts,
-                                            draw: RetentionDraw.draw(request.originalTransactionId))
+        let (rules, defaults, experiments) = door.rules()
+        let otid = request.originalTransactionId
+        let choice = RetentionChoice.choose(rules: rules, defaults: defaults, facts: facts, draw: RetentionDraw.draw(otid),
+                                            experiments: experiments, armDraw: { ExperimentDraw.draw(otid, experiment: $0) },
+                                            recorded: lookup?.assignments ?? [:])
         let body = answerBody(choice, door: door, request: request)
         let text = body.flatMap { try? String(decoding: JSONEncoder().encode($0), as: UTF8.self) }
-        let kind = choice.arm == .treated ? choice.rule?.kind : nil
+        let kind = choice.arm == .treated ? choice.answer?.kind : nil
         metrics.answered(app: door.store.app, arm: choice.arm, kind: kind?.rawValue ?? (text == nil ? "none" : "default"),
                          factsKnown: lookup != nil)
         let record = RetentionRequestRecord(
             requestIdentifier: id, originalTransactionId: request.originalTransactionId, productId: request.productId,
             userLocale: request.userLocale, environment: request.rawEnvironment, signedAt: signedAt, arm: choice.arm,
             ruleName: choice.rule?.name, ruleKind: choice.rule?.kind, answerKind: kind, messageId: body?.messageIdentifier, segment: facts.segment,
-            tenureDays: facts.tenureDays, periodEndsAt: lookup?.periodEndsAt, factsKnown: lookup != nil, answer: text)
+            tenureDays: facts.tenureDays, periodEndsAt: lookup?.periodEndsAt, factsKnown: lookup != nil, answer: text,
+            experiment: choice.experiment, experimentArm: choice.assignment?.arm, experimentPeriod: choice.assignment?.period)
         // The answer does not wait for its record (Apple waits for the answer, not for our
         // bookkeeping): it is committed moments later with the others (group commit).
         recorder.submit(record, in: door.store)
@@ -141,7 +144,7 @@ public final class RetentionAnswerer: Sendable {
 
     /// The body: the rule's answer when treated, else the default message (nil when none is known).
     private func answerBody(_ choice: RetentionChoice, door: RetentionDoor, request: DecodedRealtimeRequestBody) -> RealtimeResponseBody? {
-        guard choice.arm == .treated, let rule = choice.rule else {
+        guard choice.arm == .treated, let rule = choice.answer else {
             return choice.defaultMessageId.map { RealtimeResponseBody(message: .init(messageIdentifier: $0)) }
         }
         switch rule.kind {

@@ -21,6 +21,7 @@ public final class RetentionDoor: Sendable {
     private struct Cache {
         var rules: [RetentionRule] = []
         var defaults: [RetentionDefault] = []
+        var experiments: [Experiment] = []
         var version: String?
         var readAt: ContinuousClock.Instant?
         var reading = false
@@ -35,7 +36,11 @@ public final class RetentionDoor: Sendable {
     /// Reads the rules now (at start, so that the first answer has them).
     public func load() async throws {
         let (rules, defaults, version) = try await store.retentionRulesVersioned()
-        cache.withLock { $0 = Cache(rules: rules, defaults: defaults, version: version, readAt: .now, reading: false) }
+        // Read after the version: a change in between makes the next lookup's version differ (read again).
+        let experiments = try await store.experiments(runningOnly: true).map(\.experiment)
+        cache.withLock {
+            $0 = Cache(rules: rules, defaults: defaults, experiments: experiments, version: version, readAt: .now, reading: false)
+        }
     }
 
     /// Whether the rules cached are those of `version` (what the request's lookup saw).
@@ -43,11 +48,11 @@ public final class RetentionDoor: Sendable {
 
     /// The rules as cached; a read of fresh ones starts in the background when they are older
     /// than `refreshEvery` (the answer never waits for it).
-    func rules() -> (rules: [RetentionRule], defaults: [RetentionDefault]) {
-        let (current, stale) = cache.withLock { c -> ((rules: [RetentionRule], defaults: [RetentionDefault]), Bool) in
+    func rules() -> (rules: [RetentionRule], defaults: [RetentionDefault], experiments: [Experiment]) {
+        let (current, stale) = cache.withLock { c -> ((rules: [RetentionRule], defaults: [RetentionDefault], experiments: [Experiment]), Bool) in
             let stale = !c.reading && c.readAt.map { ContinuousClock.now - $0 >= refreshEvery } ?? true
             if stale { c.reading = true }
-            return ((c.rules, c.defaults), stale)
+            return ((c.rules, c.defaults, c.experiments), stale)
         }
         if stale {
             Task {
@@ -68,12 +73,20 @@ public final class RetentionDoor: Sendable {
 public enum RetentionDraw {
     public static let campaign = "cancel_page"
 
-    public static func draw(_ originalTransactionId: String) -> Double {
+    public static func draw(_ originalTransactionId: String, campaign: String = campaign) -> Double {
         let digest = Array(SHA256.hash(data: Data((originalTransactionId + "\n" + campaign + "\n").utf8)))
         // 13 hex digits = 52 bits: the first six bytes and the high half of the seventh.
         var bits: UInt64 = 0
         for byte in digest.prefix(6) { bits = bits << 8 | UInt64(byte) }
         bits = bits << 4 | UInt64(digest[6] >> 4)
         return Double(bits) / 4_503_599_627_370_496.0
+    }
+}
+
+/// The subscriber's arm draw in an experiment, in [0, 1): the same function with the campaign
+/// `experiment:<name>`, so it is independent of the holdout draw and of other experiments' draws.
+public enum ExperimentDraw {
+    public static func draw(_ originalTransactionId: String, experiment: String) -> Double {
+        RetentionDraw.draw(originalTransactionId, campaign: "experiment:" + experiment)
     }
 }

@@ -25,15 +25,20 @@ public struct RetentionRequestRecord: Sendable, Equatable, Codable {
     public var factsKnown: Bool
     /// The body answered, as sent (nil: none).
     public var answer: String?
+    /// The running experiment on the matched rule, the arm shown (or `holdout`) and the period.
+    public var experiment: String?
+    public var experimentArm: String?
+    public var experimentPeriod: Int?
 
     public init(requestIdentifier: UUID, originalTransactionId: String, productId: String, userLocale: String, environment: String,
                 signedAt: Date, arm: RetentionArm, ruleName: String?, ruleKind: RetentionAnswerKind?, answerKind: RetentionAnswerKind?, messageId: String?,
-                segment: Segment?, tenureDays: Int?, periodEndsAt: Date?, factsKnown: Bool, answer: String?) {
+                segment: Segment?, tenureDays: Int?, periodEndsAt: Date?, factsKnown: Bool, answer: String?,
+                experiment: String? = nil, experimentArm: String? = nil, experimentPeriod: Int? = nil) {
         (self.requestIdentifier, self.originalTransactionId, self.productId) = (requestIdentifier, originalTransactionId, productId)
         (self.userLocale, self.environment, self.signedAt, self.arm) = (userLocale, environment, signedAt, arm)
         (self.ruleName, self.ruleKind, self.answerKind, self.messageId) = (ruleName, ruleKind, answerKind, messageId)
         (self.segment, self.tenureDays, self.factsKnown, self.answer) = (segment, tenureDays, factsKnown, answer)
-        self.periodEndsAt = periodEndsAt
+        (self.periodEndsAt, self.experiment, self.experimentArm, self.experimentPeriod) = (periodEndsAt, experiment, experimentArm, experimentPeriod)
     }
 }
 
@@ -49,8 +54,10 @@ public struct RetentionLookup: Sendable, Equatable {
     /// The body answered before to this `requestIdentifier` (nil: not seen, or answered none).
     public var earlierAnswer: String?
     public var seenBefore: Bool
-    /// Changes whenever the app's rules or defaults do (set, replaced or removed).
+    /// Changes whenever the app's rules, defaults or experiments do (set, replaced or removed).
     public var rulesVersion: String
+    /// The subscriber's recorded place in each experiment (by name).
+    public var assignments: [String: ExperimentAssignment] = [:]
 }
 
 extension ChurnStore {
@@ -64,11 +71,7 @@ extension ChurnStore {
     public func retentionRulesVersioned() async throws -> (rules: [RetentionRule], defaults: [RetentionDefault], version: String) {
         try await pool.withTransaction { db in
             try db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            let version = try db.query("""
-                SELECT (SELECT count(*) || ':' || coalesce(max(updated_at)::text, '') FROM churnwatch.retention_rules WHERE bundle_id = \(app))
-                       || '/' || (SELECT count(*) || ':' || coalesce(max(updated_at)::text, '')
-                                  FROM churnwatch.retention_defaults WHERE bundle_id = \(app)) AS v
-                """)[0].decode(String.self, "v")
+            let version = try db.query("SELECT \(Self.retentionVersion(app)) AS v")[0].decode(String.self, "v")
             let rules = try db.query("""
                 SELECT name, priority, product_id, subscription_group_id, segments, min_tenure_days, max_tenure_days, locales,
                        viewed_before, kind, message_id::text AS message_id, alternate_product_id, billing_plan_type, offer_id, holdout
@@ -122,8 +125,13 @@ extension ChurnStore {
 
     /// Removes the rule of that name; returns how many were removed (0 or 1).
     public func retentionRuleRemove(_ name: String) async throws -> Int {
-        try await pool.withConnection { db in
-            try db.execute("DELETE FROM churnwatch.retention_rules WHERE bundle_id = \(app) AND name = \(name)")
+        try await pool.withTransaction { db in
+            if let e = try db.query("""
+                SELECT name FROM churnwatch.experiments WHERE bundle_id = \(app) AND rule_name = \(name) AND state = 'running' FOR SHARE
+                """).first {
+                throw ExperimentError("rule \(name) has a running experiment (\(try e.decode(String.self, "name"))): stop it first (`churnwatch experiments stop`)")
+            }
+            return try db.execute("DELETE FROM churnwatch.retention_rules WHERE bundle_id = \(app) AND name = \(name)")
         }
     }
 
@@ -155,9 +163,10 @@ extension ChurnStore {
                 SELECT s.subscription_group_id, g.segment, (s.snapshot->>'original_purchase_date_ms')::bigint AS opd, s.expires_at,
                        g.last_cancel_page_view_at,
                        r.request_identifier IS NOT NULL AS seen, r.answer::text AS answer,
-                       (SELECT count(*) || ':' || coalesce(max(updated_at)::text, '') FROM churnwatch.retention_rules WHERE bundle_id = \(app))
-                       || '/' || (SELECT count(*) || ':' || coalesce(max(updated_at)::text, '')
-                                  FROM churnwatch.retention_defaults WHERE bundle_id = \(app)) AS rules_version
+                       \(Self.retentionVersion(app)) AS rules_version,
+                       (SELECT jsonb_object_agg(a.experiment, jsonb_build_object('arm', a.arm, 'period', a.period))
+                        FROM churnwatch.experiment_assignments a
+                        WHERE a.bundle_id = \(app) AND a.original_transaction_id = \(originalTransactionId))::text AS assignments
                 FROM (SELECT 1) AS one
                 LEFT JOIN churnwatch.subscriptions s ON s.original_transaction_id = \(originalTransactionId) AND s.bundle_id = \(app)
                 LEFT JOIN churnwatch.subscription_segments g ON g.original_transaction_id = \(originalTransactionId) AND g.bundle_id = \(app)
@@ -170,7 +179,10 @@ extension ChurnStore {
                 periodEndsAt: try row.decode(Date?.self, "expires_at"),
                 lastCancelPageViewAt: try row.decode(Date?.self, "last_cancel_page_view_at"),
                 earlierAnswer: try row.decode(String?.self, "answer"), seenBefore: try row.decode(Bool.self, "seen"),
-                rulesVersion: try row.decode(String.self, "rules_version"))
+                rulesVersion: try row.decode(String.self, "rules_version"),
+                assignments: try row.decode(String?.self, "assignments").map {
+                    try JSONDecoder().decode([String: ExperimentAssignment].self, from: Data($0.utf8))
+                } ?? [:])
         }
     }
 
@@ -190,15 +202,16 @@ extension ChurnStore {
                     SELECT * FROM jsonb_to_recordset(\(json)::jsonb) AS x(
                         request_identifier uuid, original_transaction_id text, product_id text, user_locale text, environment text,
                         signed_at double precision, arm text, rule_name text, rule_kind text, answer_kind text, message_id uuid, segment text,
-                        tenure_days integer, period_ends_at double precision, facts_known boolean, answer text)
+                        tenure_days integer, period_ends_at double precision, facts_known boolean, answer text,
+                        experiment text, experiment_arm text, experiment_period integer)
                 ), stored AS (
                     INSERT INTO churnwatch.retention_message_requests (request_identifier, bundle_id, original_transaction_id, product_id,
                         user_locale, environment, signed_at, arm, rule_name, rule_kind, answer_kind, message_id, segment, tenure_days, period_ends_at,
-                        facts_known, answer)
+                        facts_known, answer, experiment, experiment_arm, experiment_period)
                     SELECT request_identifier, \(app), original_transaction_id, product_id, user_locale, environment,
                            to_timestamp(signed_at / 1000), arm, rule_name, rule_kind, answer_kind, message_id, segment, tenure_days,
                            to_timestamp(period_ends_at / 1000), facts_known,
-                           answer::jsonb
+                           answer::jsonb, experiment, experiment_arm, experiment_period
                     FROM r
                     ON CONFLICT (request_identifier) DO NOTHING
                     RETURNING *
@@ -210,6 +223,16 @@ extension ChurnStore {
                                'user_locale', user_locale, 'occurred_at_basis', 'signedDate')),
                            \(app)
                     FROM stored
+                    ON CONFLICT DO NOTHING
+                ), assigned AS (
+                    -- The first exposure fixes the subscriber's arm (sticky): a later one changes nothing.
+                    INSERT INTO churnwatch.experiment_assignments (bundle_id, experiment, original_transaction_id, arm, period, assigned_at)
+                    SELECT DISTINCT ON (original_transaction_id, experiment) \(app), experiment, original_transaction_id, experiment_arm,
+                           experiment_period, signed_at
+                    FROM stored st
+                    WHERE experiment IS NOT NULL AND experiment_arm IS NOT NULL AND experiment_period IS NOT NULL
+                      AND EXISTS (SELECT 1 FROM churnwatch.experiments e WHERE e.bundle_id = \(app) AND e.name = st.experiment)
+                    ORDER BY original_transaction_id, experiment, signed_at
                     ON CONFLICT DO NOTHING
                 ), viewed AS (
                     UPDATE churnwatch.subscription_segments AS g

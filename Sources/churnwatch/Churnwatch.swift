@@ -25,6 +25,7 @@ struct Churnwatch: AsyncParsableCommand {
             SegmentsCommand.self,
             WinbackCommand.self,
             WebhooksCommand.self,
+            ExperimentsCommand.self,
             OffersCommand.self,
             OutcomesCommand.self,
             RefundsCommand.self,

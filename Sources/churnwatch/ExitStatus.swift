@@ -86,6 +86,8 @@ func classify(_ error: any Error) -> (String, Int32) {
         return (e.description, ExitStatus.configuration)
     case let e as WebhookError:
         return (e.description, ExitStatus.configuration)
+    case let e as ExperimentError:
+        return (e.description, ExitStatus.configuration)
     case let e as FeedSync.FeedConflict:
         return (e.description, ExitStatus.resumable)
     default:

@@ -28,7 +28,10 @@ struct OutcomesCommand: AsyncParsableCommand {
             entries are the treated subscribers, saved those whose subscription renewed past the period they were in at the \
             view (35 days on when that period had ended), the holdout those the rule's share held out (shown the default message).
 
-            Exit codes: 0; 78 a bad value; 64 a malformed command line; 69 database unreachable.
+            --experiment NAME: one experiment (docs/contracts.md "Experiments"): a line per arm and the holdout, then the \
+            sample-ratio check and each allocation period's weights; --json: a summary object, then one object per arm.
+
+            Exit codes: 0; 78 a bad value or unknown experiment; 64 a malformed command line; 69 database unreachable.
             """
     )
 
@@ -40,6 +43,9 @@ struct OutcomesCommand: AsyncParsableCommand {
 
     @Option(name: .customLong("campaign"), help: "Only this campaign's lines: a win-back campaign, or cancel_page (the cancel page's rules, one line per kind of answer, treated against the holdout; not shown without it).")
     var campaign: String?
+
+    @Option(name: .customLong("experiment"), help: "One experiment instead: per arm, exposures, the 24-hour metric, the long outcome, uplift against the holdout with its interval (stratified by allocation period), P(best), revenue kept, weights over time and the sample-ratio check.")
+    var experiment: String?
 
     @Option(name: .customLong("by"), help: "offer (default), product or campaign.")
     var by = "offer"
@@ -62,6 +68,11 @@ struct OutcomesCommand: AsyncParsableCommand {
             guard !(csv && json) else { throw CLIError.configuration("--csv and --json exclude each other: give one") }
             let since = try TimeArgument.parse(self.since, flag: "--since")
             let at = try TimeArgument.parse(asOf, flag: "--as-of") ?? Date()
+            if let experiment {
+                guard campaign == nil, !csv else { throw CLIError.configuration("--experiment takes neither --campaign nor --csv") }
+                try await OutcomesExperiment.print(try await app.singleStore(global), name: experiment, asOf: at, json: json)
+                return
+            }
             var blocks: [(app: String, rows: [OutcomeJSON])] = []
             if let campaign, campaign != "cancel_page", WinbackCampaign(rawValue: campaign) == nil {
                 throw CLIError.configuration("--campaign \"\(campaign.prefix(40))\" is not one of \(WinbackCampaign.allCases.map(\.rawValue).joined(separator: ", ")), cancel_page")

@@ -10,4 +10,9 @@ enum TimeArgument {
         }
         return date
     }
+
+    /// A moment as ISO 8601 in UTC, to the second.
+    static func iso(_ date: Date) -> String {
+        date.formatted(Date.ISO8601FormatStyle(timeZone: TimeZone(identifier: "UTC")!))
+    }
 }
