@@ -84,7 +84,7 @@ struct Serve: AsyncParsableCommand {
             Retention Messaging: PUT|DELETE /inApps/v1/messaging/image/{id}, GET .../image/list, PUT|DELETE .../message/{id}, \
             GET .../message/list, PUT|GET|DELETE .../default/{productId}/{locale}, PUT|GET|DELETE .../realtime/url, \
             POST .../performanceTest, GET .../performanceTest/result/{requestId}; GET /_sim/retention/views?from=ISO&to=ISO, \
-            /_sim/retention/summary. \
+            /_sim/retention/summary, /_sim/retention/potential. \
             With --apps N: the token's bid picks the app; /_sim endpoints take ?bundle_id= (default: the first app).
             """)
 
@@ -138,6 +138,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Probability that a customer with auto-renew off who redeems a save offer (POST /_sim/offers/redeem) is saved: auto-renew back on, renewing from then on.")
     var offerEffect = 0.0
 
+    @Option(help: "Probability per offer identifier that a redemption naming it (offer_id) saves: OFFER_A=0.2,OFFER_B=0.35; others use --offer-effect. The same draw for every offer.")
+    var offerEffectBy = ""
+
     @Option(help: "Probability that an answer in time to a refund request (PUT /inApps/v2/transactions/consumption/{id}) turns Apple's decision its refundPreference's way (drawn once per request).")
     var consumptionAnswerEffect = 0.5
 
@@ -169,6 +172,9 @@ struct Serve: AsyncParsableCommand {
         options.cacheCapacity = cacheCapacity
         guard (0...1).contains(offerEffect) else { throw ValidationError("--offer-effect wants a probability from 0 to 1") }
         options.offerEffect = offerEffect
+        do { options.offerEffectByOffer = try OfferRedemption.parseEffects(offerEffectBy) } catch {
+            throw ValidationError("--offer-effect-by: \(error.reason)")
+        }
         guard (0...1).contains(consumptionAnswerEffect) else {
             throw ValidationError("--consumption-answer-effect wants a probability from 0 to 1")
         }

@@ -28,6 +28,12 @@ struct RetentionFlags: ParsableArguments {
     @Option(help: "Probability, per kind of answer shown, that a customer who came to cancel keeps renewing: message=P,alternate_product=P,promotional_offer=P (drawn per view).")
     var cancelPageEffect = "message=0.05,alternate_product=0.10,promotional_offer=0.20"
 
+    @Option(help: "Probability per answer, overriding its kind's: message:UUID=P,product:PRODUCT_ID=P (an alternate product's target),offer:OFFER_ID=P (a promotional offer). Looked up offer, then product, then message, then the kind.")
+    var cancelPageArmEffect = ""
+
+    @Option(help: "Promotional offers' terms, for revenue per save in /_sim/retention/potential: OFFER_ID=DISCOUNTxPERIODS (SAVE50=0.5x1: half off for one period). Offers not listed: no discount.")
+    var cancelPageOffer = ""
+
     @Option(help: "Performance test: requests sent (PerformanceTestConfig.totalRequests).")
     var performanceTestRequests = 200
 
@@ -68,6 +74,14 @@ struct RetentionFlags: ParsableArguments {
             throw ValidationError("--cancel-page-effect \(cancelPageEffect): message=P,alternate_product=P,promotional_offer=P with P from 0 to 1")
         }
         o.effect = effect
+        do {
+            o.effect.arms = try CancelPageEffect.parseArms(cancelPageArmEffect, productIds: Set(Catalog.standard.products.map(\.id)))
+        } catch {
+            throw ValidationError("--cancel-page-arm-effect: \(error.reason)")
+        }
+        do { o.offers = try CancelPageOfferTerms.parse(cancelPageOffer) } catch {
+            throw ValidationError("--cancel-page-offer: \(error.reason)")
+        }
         guard performanceTestRequests >= 1, performanceTestConcurrency >= 1, performanceTestThresholdMs > 0, performanceTestDurationMs > 0,
               (0...100).contains(performanceTestSuccessRate)
         else { throw ValidationError("--performance-test-*: requests, concurrency, threshold and duration above 0; success rate 0 to 100") }

@@ -32,8 +32,11 @@ struct CancelPagePlan: Sendable {
     /// By environment, each in (time, subscriber, key) order.
     let production: [View]
     let sandbox: [View]
+    /// The share of cancellations preceded by a view (``cancellationViews(of:_:)``).
+    let share: Double
 
     init(_ population: Population, share: Double, browsePer30Days: Double) {
+        self.share = share
         var production: [View] = [], sandbox: [View] = []
         for i in 0..<population.count {
             let views = Self.views(of: i, population, share: share, browsePer30Days: browsePer30Days)
@@ -68,6 +71,12 @@ struct CancelPagePlan: Sendable {
             }
         }
         return out
+    }
+
+    /// Subscription `i`'s views by a customer who means to cancel, in time order (drawn again:
+    /// the same as in ``production`` or ``sandbox``).
+    func cancellationViews(of i: Int, _ population: Population) -> [View] {
+        Self.views(of: i, population, share: share, browsePer30Days: 0)
     }
 
     /// The first view of an environment after `t`, if any.

@@ -5,6 +5,8 @@ struct CancelPageSave: Sendable, Hashable {
     var switchTo: Int?
     /// The next renewal is at the promotional offer.
     var promotional: Bool
+    /// The promotional offer's `offerIdentifier` (its claims'), when `promotional`.
+    var offerId: String? = nil
 }
 
 extension Population {

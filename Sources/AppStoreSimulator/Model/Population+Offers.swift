@@ -1,6 +1,7 @@
 /// Redeemed save offers: what the app reports when a customer redeems a signed promotional offer
-/// that a messaging system delivered. With probability `effect` (drawn once per subscription from
-/// the seed) a customer who had turned auto-renew off is saved: auto-renew turns back on at the
+/// that a messaging system delivered. With probability `effect` (the offer's own, when it has
+/// one; drawn once per subscription from the seed, the same draw for every offer) a customer who
+/// had turned auto-renew off is saved: auto-renew turns back on at the
 /// redemption with the promotional offer pending, and the subscription renews every period from
 /// then on (the first renewal at the offer). The timeline is replaced from the redemption on, so
 /// state, history, notifications and ground truth all follow from the same events.
@@ -14,8 +15,26 @@ public struct OfferRedemption: Sendable, Hashable {
     /// Without the offer the subscription would have been active at the end of the period it was
     /// in at `at` (the customer turned auto-renew back on by themselves, or moved plans).
     public var wouldHaveStayed: Bool
+    /// The redeemed offer's identifier (`offer_id`), when the app named it.
+    public var offerId: String? = nil
+    /// Per offer with an effect of its own (`--offer-effect-by`): whether this redemption would
+    /// have saved the customer with that offer (the same draw; false when not eligible or already saved).
+    public var savedIf: [String: Bool] = [:]
     /// The offer made the difference: saved, and would not have stayed otherwise.
     public var changedOutcome: Bool { saved && !wouldHaveStayed }
+
+    /// `OFFER_A=0.2,OFFER_B=0.35` (`--offer-effect-by`): a probability from 0 to 1 per offer identifier.
+    public static func parseEffects(_ text: String) throws(CancelPageConfigError) -> [String: Double] {
+        var out: [String: Double] = [:]
+        for (id, value) in try CancelPageEffect.items(text) {
+            guard let p = Double(value), (0...1).contains(p) else {
+                throw CancelPageConfigError(reason: "\(id)=\(value): wants OFFER_ID=P with P from 0 to 1")
+            }
+            guard out[id] == nil else { throw CancelPageConfigError(reason: "\(id): listed twice") }
+            out[id] = p
+        }
+        return out
+    }
 }
 
 /// The mutable part of a ``Population``: revised timelines, every redemption in order, the
@@ -31,8 +50,11 @@ extension Population {
     /// Records that subscription `i`'s customer redeemed a save offer at `at` and, if the offer
     /// saves them (see ``OfferRedemption``), replaces the timeline from `at` on (refund requests
     /// and decisions after `at` go with it). A subscription already saved keeps its timeline
-    /// (one save per subscription).
-    public func redeemOffer(_ i: Int, at: Int64, effect: Double) -> OfferRedemption {
+    /// (one save per subscription). `effectByOffer`: the probabilities of offers with an effect
+    /// of their own; `offerId`'s is used when listed, else `effect`.
+    public func redeemOffer(
+        _ i: Int, at: Int64, effect: Double, offerId: String? = nil, effectByOffer: [String: Double] = [:]
+    ) -> OfferRedemption {
         revisions.withLock { rev in
             let current = rev.timelines[i].map { $0[...] } ?? generatedTimeline(i)
             let s = SubscriptionState.fold(current, at: at, catalog: catalog)
@@ -40,15 +62,19 @@ extension Population {
             let eligible = s.exists && s.status == 1 && !s.autoRenew && periodEnd > at
             let original = SubscriptionState.fold(generatedTimeline(i), at: periodEnd, catalog: catalog)
             let wouldHaveStayed = eligible && original.status != 2 && original.status != 5
-            var draw = SimRandom(config.seed, UInt64(i), 41)
-            let saved = eligible && !rev.savedByOffer.contains(i) && draw.chance(effect)
+            var random = SimRandom(config.seed, UInt64(i), 41)
+            let draw = random.unit()
+            let savable = eligible && !rev.savedByOffer.contains(i)
+            let saved = savable && draw < (offerId.flatMap { effectByOffer[$0] } ?? effect)
             if saved {
                 rev.timelines[i] = savedTimeline(current, state: s, at: at)
                 rev.savedByOffer.insert(i)
                 // Answers to refund requests from now on work on the saved timeline.
                 rev.consumption.originals = rev.consumption.originals.filter { $0.key.subscriber != i }
             }
-            let r = OfferRedemption(subscriber: i, at: at, eligible: eligible, saved: saved, wouldHaveStayed: wouldHaveStayed)
+            let r = OfferRedemption(
+                subscriber: i, at: at, eligible: eligible, saved: saved, wouldHaveStayed: wouldHaveStayed, offerId: offerId,
+                savedIf: effectByOffer.mapValues { savable && draw < $0 })
             rev.redemptions.append(r)
             return r
         }

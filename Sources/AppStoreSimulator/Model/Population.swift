@@ -1,7 +1,7 @@
 import Synchronization
 
 /// Every simulated subscription and its timeline, generated once from a ``PopulationConfig``.
-/// Immutable after generation except for redeemed offers (``redeemOffer(_:at:effect:)``),
+/// Immutable after generation except for redeemed offers (``redeemOffer(_:at:effect:offerId:effectByOffer:)``),
 /// answers to refund requests (``answerConsumption(_:transaction:at:info:effect:)``) and
 /// cancellations the cancel page averted (`avertCancellation`), which replace a timeline from a
 /// moment on, under a lock; shared freely across threads.

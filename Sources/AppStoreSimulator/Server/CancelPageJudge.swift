@@ -13,6 +13,9 @@ struct CancelPageJudgement: Sendable, Hashable {
     /// ...), `http_status`, `late`, `invalid_body`, `not_approved`, `default_message`,
     /// `invalid_alternate_product`, `invalid_promotional_offer`; nil when the answer was shown.
     var defaultReason: String?
+
+    /// The `offerIdentifier` of a promotional offer shown.
+    var offerId: String? { save?.offerId }
 }
 
 extension SimApp {
@@ -52,7 +55,8 @@ extension SimApp {
               claims.offerIdentifier?.isEmpty == false
         else { return standard("invalid_promotional_offer") }
         return CancelPageJudgement(
-            shown: .promotionalOffer, messageId: id, save: CancelPageSave(switchTo: target == product ? nil : target, promotional: true))
+            shown: .promotionalOffer, messageId: id,
+            save: CancelPageSave(switchTo: target == product ? nil : target, promotional: true, offerId: claims.offerIdentifier))
     }
 
     /// The index of `productId` when it is a product of `product`'s subscription group.

@@ -14,6 +14,8 @@ struct CancelPageRecord: Sendable {
     var latencyMs: Int64?
     var judgement: CancelPageJudgement
     var averted: Bool
+    /// The view's potential outcomes, before its own answer was applied.
+    var potential: CancelPagePotential
 }
 
 /// The simulated customers' cancel page (docs/simulator.md, "The cancel page (Retention
@@ -21,7 +23,9 @@ struct CancelPageRecord: Sendable {
 /// `DecodedRealtimeRequestBody` to the Get Retention Message URL of the subscription's
 /// environment (one attempt, ``RetentionOptions/timeoutMs``), the answer judged as the App Store
 /// does (``SimApp/judge(_:product:locale:at:)``), and for a customer who came to cancel and was
-/// shown a non-default answer, the cancellation averted with the probability of its kind.
+/// shown a non-default answer, the cancellation averted with the probability of that answer
+/// (``CancelPageEffect/probability(_:catalog:)``); each view's potential outcomes
+/// (``CancelPagePotential``) recorded first.
 ///
 /// Views must be decided before anything that follows from them is served or delivered, so
 /// while views with a URL are due and not yet decided, the clock every app reads stops just
@@ -210,8 +214,10 @@ public final class CancelPageViewer: Sendable {
             }
         }
         let judgement = app.judge(answer, product: product, locale: locale, at: v.time)
+        let potential = CancelPagePotential.of(v, state: s, plan: plans[a], population)
         var averted = false
-        if let cancelAt, let save = judgement.save, CancelPagePlan.effectDraw(population, v) < options.effect.probability(judgement.shown) {
+        if let cancelAt, let save = judgement.save,
+           CancelPagePlan.effectDraw(population, v) < options.effect.probability(judgement, catalog: population.catalog) {
             averted = population.avertCancellation(i, at: v.time, cancelAt: cancelAt, save: save)
             if averted {
                 app.cache.remove(i)
@@ -220,6 +226,6 @@ public final class CancelPageViewer: Sendable {
         }
         return CancelPageRecord(
             view: v, product: product, locale: locale, posted: answer != nil, httpStatus: answer?.status,
-            latencyMs: answer.map(\.latencyMs), judgement: judgement, averted: averted)
+            latencyMs: answer.map(\.latencyMs), judgement: judgement, averted: averted, potential: potential)
     }
 }

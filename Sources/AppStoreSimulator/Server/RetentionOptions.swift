@@ -8,11 +8,16 @@ public enum CancelPageShown: String, Sendable, CaseIterable {
     case promotionalOffer = "promotional_offer"
 }
 
-/// Probability, per kind of answer shown, that a customer who came to cancel does not.
+/// Probability, per kind of answer shown, that a customer who came to cancel does not; and per
+/// answer (``arms``), which overrides the kind's.
 public struct CancelPageEffect: Sendable, Hashable {
     public var message = 0.05
     public var alternateProduct = 0.10
     public var promotionalOffer = 0.20
+    /// Per answer (`--cancel-page-arm-effect`), keyed `message:<uuid lowercase>`,
+    /// `product:<productId>` (an alternate product's target), `offer:<offerIdentifier>`;
+    /// looked up offer, then product, then message, then the kind (``probability(_:catalog:)``).
+    public var arms: [String: Double] = [:]
 
     public init() {}
 
@@ -76,6 +81,9 @@ public struct RetentionOptions: Sendable {
     /// How long (real ms) the App Store waits for an answer before showing the default message.
     public var timeoutMs: Int64 = 700
     public var effect = CancelPageEffect()
+    /// Promotional offers' terms by offer identifier (`--cancel-page-offer`), for revenue per save
+    /// (``revenuePerSave(key:shown:renewProduct:renewTier:catalog:)``); not listed: no discount.
+    public var offers: [String: CancelPageOfferTerms] = [:]
     public var performanceTest = PerformanceTestSettings()
     /// Real-time requests of views in flight at once.
     public var concurrency = 16

@@ -77,3 +77,60 @@ extension SimApp {
         return .json(200, w.bytes)
     }
 }
+
+extension SimApp {
+    /// `GET /_sim/retention/potential?from=ISO&to=ISO`: per subscription, its first posted view
+    /// in the window with its potential outcomes (``CancelPagePotential``): what was shown
+    /// (`answer_key`), `y_default`, `y`, `revenue_per_save` and `effect` by key (the arms, the
+    /// three kinds, and the shown answer's key), and `realized` once the clock passed the horizon.
+    func retentionPotential(_ query: [String: String]) -> SimResponse? {
+        guard let (from, to, until, records) = cancelPageViews(query) else { return nil }
+        var seen = Set<UInt32>()
+        let firsts = records.filter { $0.posted && seen.insert($0.view.subscriber).inserted }
+        let known = min(clock.now(), until ?? .min)
+        let effect = options.retention.effect, catalog = population.catalog
+        let configured = CancelPageEffect.kindKeys + effect.arms.keys.sorted()
+        var w = JSONWriter(capacity: firsts.count * 700 + 128)
+        w.beginObject()
+        w.date("from", from)
+        w.date("to", to)
+        w.date("processed_until", until)
+        w.beginArray("views")
+        for r in firsts {
+            let i = Int(r.view.subscriber), p = r.potential, j = r.judgement
+            let answerKey = CancelPageEffect.answerKey(j, catalog: catalog)
+            var keys = configured
+            if j.shown != .standard && !keys.contains(answerKey) { keys.append(answerKey) }
+            func probability(_ key: String) -> Double {
+                key == answerKey ? effect.probability(j, catalog: catalog) : effect.probability(key: key) ?? 0
+            }
+            w.beginObject()
+            w.string("original_transaction_id", population.originalTransactionId(i))
+            w.date("at", r.view.time)
+            w.string("request_identifier", CancelPagePlan.requestIdentifier(population, r.view))
+            w.date("horizon", p.horizon)
+            w.bool("intends_cancel", r.view.intendsCancel)
+            w.string("shown", j.shown.rawValue)
+            w.string("answer_key", answerKey)
+            w.bool("y_default", p.yDefault)
+            w.beginObject("y")
+            for k in keys { w.bool(k, p.y(probability(k))) }
+            w.endObject()
+            w.beginObject("revenue_per_save")
+            for k in keys {
+                w.double(k, options.retention.revenuePerSave(
+                    key: k, shown: j, renewProduct: p.renewProduct, renewTier: p.renewTier, catalog: catalog))
+            }
+            w.endObject()
+            w.beginObject("effect")
+            for k in keys { w.double(k, probability(k)) }
+            w.endObject()
+            let past = p.horizon + SimTime.second
+            w.bool("realized", known > past ? CancelPagePotential.subscribed(population, i, past: p.horizon) : nil)
+            w.endObject()
+        }
+        w.endArray()
+        w.endObject()
+        return .json(200, w.bytes)
+    }
+}

@@ -60,7 +60,7 @@ extension SimApp {
             return .json(200, TruthReport.events(population, from: from, to: to, notification: notificationUUID(of:)))
         case ("POST", "/_sim/offers/redeem"):
             return redeemOffer(req) ?? bad(
-                "POST /_sim/offers/redeem wants {\"original_transaction_id\": ID, \"at\": ISO8601 at or after the clock}")
+                "POST /_sim/offers/redeem wants {\"original_transaction_id\": ID, \"at\": ISO8601 at or after the clock, \"offer_id\": optional}")
         case ("GET", "/_sim/offers"):
             var w = JSONWriter()
             w.beginObject()
@@ -75,6 +75,8 @@ extension SimApp {
             return retentionViews(q) ?? bad("from and to want ISO 8601 times")
         case ("GET", "/_sim/retention/summary"):
             return retentionSummary(q) ?? bad("from and to want ISO 8601 times")
+        case ("GET", "/_sim/retention/potential"):
+            return retentionPotential(q) ?? bad("from and to want ISO 8601 times")
         case ("GET", "/_sim/notifications"):
             return notificationsTruth(q) ?? bad("from and to want ISO 8601 times")
         default:
@@ -102,6 +104,7 @@ extension SimApp {
     private struct RedeemBody: Decodable {
         var original_transaction_id: String
         var at: String?
+        var offer_id: String?
     }
 
     /// `POST /_sim/offers/redeem`: the customer redeemed a delivered save offer (nil: bad input).
@@ -112,7 +115,8 @@ extension SimApp {
         else { return nil }
         let now = clock.now()
         guard let at = body.at.map(SimTime.parse) ?? now, at >= now else { return nil }
-        let r = population.redeemOffer(loc.subscriber, at: at, effect: options.offerEffect)
+        let r = population.redeemOffer(
+            loc.subscriber, at: at, effect: options.offerEffect, offerId: body.offer_id, effectByOffer: options.offerEffectByOffer)
         if r.saved {
             cache.remove(loc.subscriber)
             notificationIndexBox.withLock { $0 = nil }
@@ -130,6 +134,10 @@ extension SimApp {
         w.bool("saved", r.saved)
         w.bool("would_have_stayed", r.wouldHaveStayed)
         w.bool("changed_outcome", r.changedOutcome)
+        w.string("offer_id", r.offerId)
+        w.beginObject("saved_if")
+        for (id, saved) in r.savedIf.sorted(by: { $0.key < $1.key }) { w.bool(id, saved) }
+        w.endObject()
         w.endObject()
     }
 }

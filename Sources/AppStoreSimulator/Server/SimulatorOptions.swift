@@ -46,6 +46,9 @@ public struct SimulatorOptions: Sendable {
     /// Probability that a customer who redeems a save offer (`POST /_sim/offers/redeem`) with
     /// auto-renew off is saved (drawn once per subscription from the seed).
     public var offerEffect = 0.0
+    /// Per offer identifier (`--offer-effect-by`): the probability for a redemption naming that
+    /// `offer_id`; others use ``offerEffect``. The same draw for every offer.
+    public var offerEffectByOffer: [String: Double] = [:]
     /// Probability that an answer in time to a refund request turns Apple's decision the way
     /// its `refundPreference` asks (drawn once per request from the seed).
     public var consumptionAnswerEffect = 0.5
