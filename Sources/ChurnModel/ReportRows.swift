@@ -44,6 +44,8 @@ public struct ReportRows: Sendable, Equatable {
     public var cancelViewersStillRenewing = 0
     /// The app's webhook endpoints and their deliveries (docs/webhooks.md).
     public var webhooks: [WebhookRow] = []
+    /// Cancel-page experiments running at the as-of time or stopped within the window, by name.
+    public var experiments: [ExperimentReportRow] = []
 
     public init(asOf: Date, days: Int) {
         self.asOf = asOf

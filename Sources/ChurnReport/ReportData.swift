@@ -45,6 +45,9 @@ public struct ReportData: Sendable, Equatable {
     public var cancelViewersStillRenewing = 0
     /// The app's webhook endpoints (none: the panel says how to add one).
     public var webhooks: [ReportRows.WebhookRow] = []
+    /// Cancel-page experiments running at the as-of time or stopped in the window (none: the
+    /// panel says how to start one).
+    public var experiments: [ExperimentReportRow] = []
 
     public init(asOf: Date, days: Int) {
         self.asOf = asOf
@@ -74,6 +77,7 @@ public struct ReportData: Sendable, Equatable {
         cancelOutcomes = rows.cancelOutcomes
         (cancelViewers, cancelViewersStillRenewing) = (rows.cancelViewers, rows.cancelViewersStillRenewing)
         webhooks = rows.webhooks
+        experiments = rows.experiments
     }
 
     /// True when there is nothing at all to show: no subscriptions, no history, no runs.

@@ -13,6 +13,7 @@ public enum ReportPage {
         ("revenue", "Revenue at risk"),
         ("refunds", "Refund requests"),
         ("cancel", "Cancel page"),
+        ("experiments", "Experiments"),
         ("webhooks", "Webhooks"),
         ("runs", "The last runs"),
     ]
@@ -46,6 +47,7 @@ public enum ReportPage {
             \(RevenuePanel.render(data, ids))
             \(RefundsPanel.render(data, ids))
             \(CancelPagePanel.render(data, ids))
+            \(ExperimentsPanel.render(data, ids))
             \(WebhooksPanel.render(data, ids))
             \(RunsPanel.render(data, ids))
             """

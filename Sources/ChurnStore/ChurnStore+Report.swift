@@ -8,8 +8,9 @@ extension ChurnStore {
     /// of `asOf`; events, moves and runs after `asOf` are left out. Billing trouble now, the
     /// win-back queue and revenue at risk are the current state whatever `asOf` says.
     /// A database without the churnwatch schema gives `migrated == false`, not an error.
+    /// Experiments (migration 0027) are read after that snapshot, by the experiments' own reads.
     public func reportRows(asOf: Date, days: Int) async throws -> ReportRows {
-        try await pool.withTransaction { db in
+        var (data, experiments) = try await pool.withTransaction { db -> (ReportRows, Bool) in
             try db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             // Each query is a scan and a small aggregate: compiling it (JIT) took longer than
             // running it (0.8 s of 2.7 s for the billing curve over a million subscriptions).
@@ -18,11 +19,11 @@ extension ChurnStore {
             data.app = app
             let tables = try db.query("""
                 SELECT to_regclass('churnwatch.subscriptions') IS NOT NULL, to_regclass('churnwatch.apps') IS NOT NULL,
-                       to_regclass('churnwatch.retention_message_requests') IS NOT NULL
+                       to_regclass('churnwatch.retention_message_requests') IS NOT NULL, to_regclass('churnwatch.experiments') IS NOT NULL
                 """)[0]
             guard try tables.decode(Bool.self, at: 0) else {
                 data.migrated = false
-                return data
+                return (data, false)
             }
             guard try tables.decode(Bool.self, at: 1) else {
                 throw SchemaError(description: "the churnwatch schema is behind this build (no churnwatch.apps): run `churnwatch migrate` first")
@@ -41,8 +42,10 @@ extension ChurnStore {
             if try db.query("SELECT to_regclass('churnwatch.webhook_endpoints') IS NOT NULL")[0].decode(Bool.self, at: 0) {
                 try Self.reportWebhooks(db, &data)
             }
-            return data
+            return (data, try tables.decode(Bool.self, at: 3))
         }
+        if experiments { data.experiments = try await reportExperiments(asOf: asOf, days: days) }
+        return data
     }
 
     /// The first and last day of the report's window, `YYYY-MM-DD`.

@@ -1,3 +1,4 @@
+import ChurnModel
 import ChurnReport
 import Foundation
 
@@ -47,6 +48,41 @@ enum ReportFixtures {
             .init(endpoint: endpoint, url: "https://crm.example.org/in", enabled: true, failing: true, delivered: 310, pending: 57,
                   oldestPendingSeconds: 5_400, dead: 2, lastError: "HTTP 500: upstream down"),
         ]
+        data.experiments = [experiment()]
         return data
+    }
+
+    /// A cancel-page experiment of three arms started six days before `asOf`, reallocated three
+    /// days and one day before it (periods 0, 1, 2), holdout 20 %; exposures as intended, or
+    /// (`flagged`) with twice the holdout's share in period 0.
+    static func experiment(name: String = "save_offers", rule: String = "at_risk", flagged: Bool = false, stoppedDaysAgo: Double? = nil) -> ExperimentReportRow {
+        let m = "a1111111-1111-4111-8111-111111111111"
+        let arms = [ExperimentArm(name: "message", kind: .message, messageId: m),
+                    ExperimentArm(name: "half", kind: .promotionalOffer, messageId: m, offerId: "SAVE50", discount: 0.5),
+                    ExperimentArm(name: "annual", kind: .alternateProduct, messageId: m, alternateProductId: "com.example.annual")]
+        let start = asOf.addingTimeInterval(-6 * 86_400)
+        let history: [ExperimentReportRow.Allocation] = [
+            .init(period: 0, at: start, weights: ["message": 1.0 / 3, "half": 1.0 / 3, "annual": 1.0 / 3], reason: "started", by: "cli:ops"),
+            .init(period: 1, at: start.addingTimeInterval(3 * 86_400), weights: ["message": 0.2, "half": 0.6, "annual": 0.2], reason: "reallocated",
+                  by: "experiments update"),
+            .init(period: 2, at: start.addingTimeInterval(5 * 86_400), weights: ["message": 0.1, "half": 0.8, "annual": 0.1], reason: "reallocated",
+                  by: "experiments update"),
+        ]
+        // (period, arm, exposed, decided, saved): holdout 20 %, the arms 80 % × their weight.
+        let counts: [(Int, String, Int, Int, Int)] = [
+            (0, "holdout", flagged ? 150 : 60, 50, 10), (0, "message", 80, 70, 18), (0, "half", 80, 70, 26), (0, "annual", 80, 70, 15),
+            (1, "holdout", 50, 40, 8), (1, "message", 40, 30, 8), (1, "half", 120, 90, 33), (1, "annual", 40, 30, 7),
+            (2, "holdout", 20, 0, 0), (2, "message", 8, 0, 0), (2, "half", 64, 0, 0), (2, "annual", 8, 0, 0),
+        ]
+        let cells = counts.map { c in
+            ExperimentCellCounts(period: c.0, arm: c.1, exposed: c.2, matured: c.2 * 3 / 4, renewing: c.2 * 3 / 4 * (c.1 == "half" ? 7 : 5) / 10,
+                                 decided: c.3, saved: c.4, savedPrice: c.4 > 0 ? ["USD": Int64(c.4) * 9_990] : [:])
+        }
+        let e = Experiment(name: name, ruleName: rule, allocation: .adaptive, holdout: 0.2, arms: arms, period: 2, weights: history[2].weights)
+        let intended = Dictionary(uniqueKeysWithValues: history.map { ($0.period, $0.weights) })
+        let readout = ExperimentReadout.read(e, cells: cells, intended: intended, seed: ExperimentRandom.seed(name, -1))
+        return ExperimentReportRow(name: name, rule: rule, allocation: .adaptive, holdout: 0.2, running: stoppedDaysAgo == nil, startedAt: start,
+                                   stoppedAt: stoppedDaysAgo.map { asOf.addingTimeInterval(-$0 * 86_400) }, decisionHours: 24,
+                                   history: history, readout: readout)
     }
 }

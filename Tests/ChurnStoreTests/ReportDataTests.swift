@@ -1,3 +1,4 @@
+import ChurnModel
 import ChurnReport
 @testable import ChurnStore
 import Foundation
@@ -195,6 +196,41 @@ struct ReportDataTests {
                 FROM churnwatch.winback_queue WHERE NOT holdout AND outcome = 'saved' GROUP BY 1 ORDER BY 1
                 """).map { try $0.decode(Double.self, at: 1) }
             #expect(outcomes.map(\.medianDaysToSave) == median)
+        }
+    }
+
+    @Test("experiments: one running at the as-of time has its allocations up to then and its readout; one stopped before the window is left out")
+    func experiments() async throws {
+        try await FreshDatabase.with { fresh in
+            _ = try WinbackQueueTests.migrated(fresh)
+            let store = ChurnStore(pool: fresh.pool(size: 1), logger: .store)
+            let t0 = ExperimentStoreTests.t0, day = Self.day
+            #expect(try await store.reportData(asOf: t0, days: 7).experiments.isEmpty)
+            try await store.retentionRuleSet(RetentionRule(name: "everyone", kind: .message, messageId: ExperimentStoreTests.m1))
+            try await store.experimentAdd(ExperimentStoreTests.experiment(), by: "test")
+            try await store.experimentAllocate("exp", after: 0, at: t0 + day, by: "test", reason: "reallocated",
+                                               weights: ["a": 0.2, "b": 0.8], previous: ["a": 0.5, "b": 0.5], posterior: nil)
+            try await store.retentionRecord([
+                ExperimentStoreTests.record(UUID(), "s-1", at: t0 + 60, arm: "a", period: 0),
+                ExperimentStoreTests.record(UUID(), "s-2", at: t0 + 120, arm: "holdout", period: 0),
+                ExperimentStoreTests.record(UUID(), "s-3", at: t0 + 1.5 * day, arm: "b", period: 1),
+            ])
+            let x = try #require(try await store.reportData(asOf: t0 + 2 * day, days: 7).experiments.first)
+            #expect(x.name == "exp" && x.rule == "everyone" && x.allocation == .adaptive && x.holdout == 0.2 && x.running && x.stoppedAt == nil)
+            #expect(x.history.map(\.period) == [0, 1] && x.history[1].at == t0 + day && x.history[1].weights == ["a": 0.2, "b": 0.8])
+            #expect(x.history[1].reason == "reallocated" && x.history[1].by == "test")
+            #expect(x.readout.arms.map(\.arm) == ["a", "b", "holdout"])
+            #expect(x.readout.arms.map(\.exposed) == [1, 1, 1] && x.readout.arms.map(\.weightNow) == [0.2, 0.8, nil])
+            // As of before the reallocation: period 0 alone, its weights the current ones, b not exposed yet.
+            let early = try #require(try await store.reportData(asOf: t0 + 0.5 * day, days: 7).experiments.first)
+            #expect(early.history.map(\.period) == [0] && early.readout.arms.map(\.weightNow) == [0.5, 0.5, nil])
+            #expect(early.readout.arms.map(\.exposed) == [1, 0, 1])
+
+            try await store.experimentStop("exp", keep: nil, at: t0 + 3 * day)
+            #expect(try await store.reportData(asOf: t0 + 2.5 * day, days: 7).experiments.first?.running == true, "running at the as-of time")
+            let stopped = try #require(try await store.reportData(asOf: t0 + 5 * day, days: 7).experiments.first)
+            #expect(!stopped.running && stopped.stoppedAt == t0 + 3 * day)
+            #expect(try await store.reportData(asOf: t0 + 11 * day, days: 7).experiments.isEmpty, "stopped before the window")
         }
     }
 }
