@@ -12,10 +12,13 @@ Scored, per population:
 - cancel_page_uplift, _low, _high: `churnwatch outcomes --campaign cancel_page` over every kind
   of answer together (the treated and held-out subscribers of all rules, summed), with Newcombe's
   95 % interval computed here from the sums the command prints (the same arithmetic);
-- cancel_page_true_effect: from the simulator's views (`/_sim/retention/views`): of the
-  subscribers whose first recorded view was treated and whose horizon (as the command sets it)
-  passed before the end, the share with a view whose answer averted their cancellation before
-  the horizon;
+- cancel_page_true_effect: from the simulator's potential outcomes (`/_sim/retention/potential`):
+  over the subscribers whose first recorded view a rule matched (treated and held out) and whose
+  horizon passed, the mean of (still subscribed past the horizon with the rule's kind of answer)
+  minus (with the default), both drawn with the same random numbers: what the uplift estimates;
+- cancel_page_true_effect_averted: issue 38's truth, kept to compare: of the treated among them,
+  the share with a view whose answer averted their cancellation before the horizon (it counts
+  customers who would have stayed anyway, and is not what the holdout comparison estimates);
 - cancel_page_holdout_shown_other: views of held-out subscribers at which the simulator showed
   anything but the default message (must be 0).
 """
@@ -112,12 +115,16 @@ def experiment(bin_dir, sim, night0, nights, out, port):
     rows = [json.loads(l) for l in churnwatch(bin_dir, "outcomes", "--campaign", "cancel_page", "--json", "--since", iso(night0),
                                                "--as-of", iso(final)).splitlines() if l.strip()]
     views = http(sim, "GET", f"/_sim/retention/views?from={iso(night0)}&to={iso(final)}")["views"]
+    potential = http(sim, "GET", f"/_sim/retention/potential?from={iso(night0)}&to={iso(final)}")["views"]
     # The horizon as `outcomes --campaign cancel_page` sets it (docs/contracts.md "The cancel page").
-    recorded = {r[0]: (r[1], r[2], float(r[3])) for r in sql("""
-        SELECT request_identifier::text, arm, original_transaction_id,
-               extract(epoch FROM CASE WHEN period_ends_at > signed_at THEN period_ends_at ELSE signed_at + interval '35 days' END)
-        FROM churnwatch.retention_message_requests""")}
-    json.dump({"rows": rows, "views": views, "recorded": recorded, "final": iso(final), "night0": iso(night0)}, open(out, "w"))
+    recorded = {r[0]: (r[1], r[2], float(r[3]), r[4]) for r in sql("""
+        SELECT f.request_identifier::text, f.arm, f.original_transaction_id,
+               extract(epoch FROM churnwatch.cancel_page_horizon(f.signed_at, f.period_ends_at,
+                   ((s.snapshot->>'period_end_ms')::bigint - (s.snapshot->>'period_start_ms')::bigint) * interval '1 millisecond')),
+               coalesce(f.rule_kind, '')
+        FROM churnwatch.retention_message_requests f LEFT JOIN churnwatch.subscriptions s ON s.original_transaction_id = f.original_transaction_id""")}
+    json.dump({"rows": rows, "views": views, "potential": potential, "recorded": recorded, "final": iso(final), "night0": iso(night0)},
+              open(out, "w"))
 
 
 def figures(result):
@@ -144,9 +151,23 @@ def figures(result):
         treated += 1
         averted += any(v["averted"] for v in subs_views
                        if dt.datetime.strptime(v["at"][:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.timezone.utc).timestamp() <= horizon)
+    # The truth the estimate targets (issue 50): over every subscriber whose first recorded view a
+    # rule matched (treated and held out alike) and whose horizon passed, the mean of the potential
+    # outcome with the rule's kind of answer minus the one with the default, at the same horizon.
+    pot = {p["original_transaction_id"]: p for p in result.get("potential", [])}
+    diffs = []
+    for otid, subs_views in by_sub.items():
+        first = next((v for v in subs_views if arm[v["request_identifier"].lower()] in ("treated", "holdout")), None)
+        if first is None or otid not in pot:
+            continue
+        rec = recorded[first["request_identifier"].lower()]
+        if rec[2] > final - 86_400 or len(rec) < 4 or rec[3] not in pot[otid]["y"]:
+            continue
+        diffs.append(int(pot[otid]["y"][rec[3]]) - int(pot[otid]["y_default"]))
     return {"cancel_page_views": len(views), "cancel_page_treated_decided": t_n, "cancel_page_holdout_decided": h_n,
             "cancel_page_uplift": uplift, "cancel_page_uplift_low": low, "cancel_page_uplift_high": high,
-            "cancel_page_true_effect": averted / treated if treated else float("nan"),
+            "cancel_page_true_effect_averted": averted / treated if treated else float("nan"),
+            "cancel_page_true_effect": sum(diffs) / len(diffs) if diffs else float("nan"),
             "cancel_page_holdout_shown_other": shown_other}
 
 

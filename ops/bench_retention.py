@@ -4,7 +4,9 @@
   setup       three messages uploaded to the simulator (approved at once), a default message (at
               Apple for one product and locale, and churnwatch's own for every other), and rules:
               a promotional offer for customers at risk, a switch-plan suggestion for the long
-              subscribed, a message for everyone else, each holding 10 % out.
+              subscribed, a message for everyone else, each holding 10 % out; and an adaptive
+              experiment with four arms live on the last (its weights set once by hand, so a
+              second period), whose answers look up and record each subscriber's arm.
   answers     BENCH_RETENTION_REQUESTS (2,000) requests signed by the simulator for random
               subscribers, posted as a steady stream of BENCH_RETENTION_RATE (100) a second with at
               most 10 in flight (the performance test's concurrency) while a nightly run polls
@@ -53,6 +55,12 @@ def setup(bin_dir, env, url):
                "--message", M_SWITCH, "--alternate-product", product, "--min-tenure-days", "180", "--holdout", "0.1")
     churnwatch(bin_dir, e, "messages", "rules", "set", "--name", "everyone", "--priority", "100", "--kind", "message",
                "--message", M_STAY, "--holdout", "0.1")
+    # An adaptive experiment live on the everyone rule (issue 50): four arms, its weights moved
+    # once by hand (a second period), so answers look up and record sticky assignments.
+    churnwatch(bin_dir, e, "experiments", "add", "bench", "--rule", "everyone", "--holdout", "0.1",
+               "--arm", f"stay:message:{M_STAY}", "--arm", f"switch:alternate_product:{M_SWITCH}:{product}",
+               "--arm", f"off30:promotional_offer:{M_OFFER}:SAVE30@0.3", "--arm", f"off50:promotional_offer:{M_OFFER}:SAVE50@0.5")
+    churnwatch(bin_dir, e, "experiments", "set", "bench", "--weights", "stay=1,switch=1,off30=3,off50=2")
 
 
 def signed(sim, url, n, seed, path):

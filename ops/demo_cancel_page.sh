@@ -21,6 +21,10 @@ run_shown messages default set --message "$m_default"
 run_shown messages rules set --name save-offer --priority 10 --kind promotional_offer --message "$m_offer" --offer-id SAVE30 \
     --segments will_not_renew,billing_retry,grace_period --holdout 0.3
 run_shown messages rules set --name everyone --priority 100 --kind message --message "$m_stay" --holdout 0.3
+# An experiment on that rule's audience (runbook "Experiments"): the message against a 30 % offer,
+# adaptive (weights move once each arm has 20 views a day old), the same 30 % held out.
+run_shown experiments add demo-stay-or-offer --rule everyone --holdout 0.3 --min-matured 20 --as-of "$(iso "$last_night")" \
+    --arm stay:message:"$m_stay" --arm offer30:promotional_offer:"$m_offer":SAVE30@0.3
 run_shown messages url set --in Sandbox --url "$retention_url"
 sandbox_otid=$(sql -tA -c "SELECT original_transaction_id FROM churnwatch.subscriptions WHERE environment = 'Sandbox' AND bundle_id = '$APPSTORE_BUNDLE_ID' LIMIT 1")
 run_shown messages performance-test --original-transaction-id "$sandbox_otid" --poll-every 0.5s --wait 5m
@@ -33,6 +37,7 @@ for d in "${cancel_nights[@]}"; do
     at=$(iso $(( last_night + d * day )))
     sim_clock "$at"
     churnwatch run --as-of "$at" --status-rate "$rate" --history-rate "$rate" --log-level warning >/dev/null
+    echo "+$d days: \$ churnwatch experiments update: $(churnwatch experiments update --as-of "$at")"
 done
 cancel_last=$(iso $(( last_night + 63 * day )))
 echo "Nights after the week: +${cancel_nights[*]} days. What the cancel page answered:"
@@ -41,6 +46,8 @@ sql -c "SELECT arm, coalesce(answer_kind, 'default') AS shown, count(*) AS views
         FROM churnwatch.retention_message_requests WHERE environment = 'Production' GROUP BY 1, 2 ORDER BY 1, 2" | indent
 echo "\$ churnwatch outcomes --campaign cancel_page --as-of $cancel_last"
 churnwatch outcomes --campaign cancel_page --as-of "$cancel_last" | indent
+echo "\$ churnwatch outcomes --experiment demo-stay-or-offer --as-of $cancel_last"
+churnwatch outcomes --experiment demo-stay-or-offer --as-of "$cancel_last" | indent
 report_cancel="$demo_dir/churnwatch-report-cancel-page.html"
 echo "\$ churnwatch report --out $report_cancel --days 63 --as-of $cancel_last   # its \"Cancel page\" panel"
 churnwatch report --out "$report_cancel" --days 63 --as-of "$cancel_last" --app "$APPSTORE_BUNDLE_ID" | indent

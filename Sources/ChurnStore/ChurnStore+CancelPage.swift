@@ -6,8 +6,9 @@ extension ChurnStore {
     /// The cancel page's outcomes (`churnwatch outcomes --campaign cancel_page`), one line per
     /// kind of answer the matched rules give: each subscriber's first view since `since` that a
     /// rule matched, treated (shown the rule's answer) against held out (shown the default).
-    /// The horizon is the end of the period the subscriber was in at the view (the next renewal;
-    /// 35 days after the view when that period had ended or is not known). Saved: the
+    /// The horizon is the end of the period the subscriber was in at the view (the next renewal):
+    /// `churnwatch.cancel_page_horizon` (the stored period end, or when it had passed, the next
+    /// boundary by the period's length; 35 days after the view when nothing is known). Saved: the
     /// subscription's period now ends after the horizon (it renewed). Lost: not saved, and polled
     /// after the horizon. Else not decided yet.
     public func cancelPageOutcomes(since: Date?, asOf: Date) async throws -> [OutcomeSummary] {
@@ -17,18 +18,18 @@ extension ChurnStore {
     static func cancelPageOutcomes(_ db: PostgresConnection, app: String, since: Date?, asOf: Date) throws -> [OutcomeSummary] {
         let views: PostgresQuery = """
             WITH first AS (
-                SELECT DISTINCT ON (r.original_transaction_id) r.original_transaction_id, r.arm, r.rule_kind, r.signed_at,
-                       CASE WHEN r.period_ends_at > r.signed_at THEN r.period_ends_at ELSE r.signed_at + interval '35 days' END AS horizon
+                SELECT DISTINCT ON (r.original_transaction_id) r.original_transaction_id, r.arm, r.rule_kind, r.signed_at, r.period_ends_at
                 FROM churnwatch.retention_message_requests r
                 WHERE r.bundle_id = \(app) AND r.arm IN ('treated', 'holdout') AND r.rule_kind IS NOT NULL
                   AND (\(since)::timestamptz IS NULL OR r.signed_at >= \(since)::timestamptz) AND r.signed_at <= \(asOf)
                 ORDER BY r.original_transaction_id, r.signed_at
             )
             SELECT f.rule_kind, f.arm = 'holdout' AS holdout,
-                   CASE WHEN s.expires_at > f.horizon THEN 'saved'
-                        WHEN f.horizon <= \(asOf) AND s.last_success_at > f.horizon THEN 'lost' END AS outcome,
+                   CASE WHEN s.expires_at > h.horizon THEN 'saved'
+                        WHEN h.horizon <= \(asOf) AND s.last_success_at > h.horizon THEN 'lost' END AS outcome,
                    (s.snapshot->>'renewal_price')::bigint AS price, s.snapshot->>'renewal_currency' AS currency
             FROM first f LEFT JOIN churnwatch.subscriptions s ON s.original_transaction_id = f.original_transaction_id
+            CROSS JOIN LATERAL (SELECT \(Self.horizon) AS horizon) h
             """
         var summaries: [OutcomeSummary] = []
         for row in try db.query("""
@@ -57,4 +58,10 @@ extension ChurnStore {
         }
         return summaries
     }
+
+    /// The horizon of a first view `f` of subscription `s` (docs/contracts.md "The cancel page").
+    static let horizon: PostgresQuery = """
+        churnwatch.cancel_page_horizon(f.signed_at, f.period_ends_at,
+            ((s.snapshot->>'period_end_ms')::bigint - (s.snapshot->>'period_start_ms')::bigint) * interval '1 millisecond')
+        """
 }

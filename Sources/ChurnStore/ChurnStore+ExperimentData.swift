@@ -5,16 +5,15 @@ import Postgres
 extension ChurnStore {
     /// The counts of an experiment (`ExperimentCellCounts`) as of `asOf`: each subscriber counted once, at the first view
     /// recorded in the experiment (its arm and period). The long outcome is the cancel page's
-    /// (`cancelPageOutcomes`): the horizon is the end of the period at the view (35 days after it
-    /// when that had ended or was not known); saved: the subscription's period now ends after
+    /// (`cancelPageOutcomes`): the horizon is the end of the period at the view
+    /// (`churnwatch.cancel_page_horizon`); saved: the subscription's period now ends after
     /// the horizon; lost: not saved and polled after the horizon.
     public func experimentCounts(_ name: String, asOf: Date, decisionHours: Int) async throws -> [ExperimentCellCounts] {
         try await pool.withConnection { db in
             let rows = try db.query("""
                 WITH first AS (
                     SELECT DISTINCT ON (r.original_transaction_id) r.original_transaction_id, r.experiment_arm AS arm,
-                           r.experiment_period AS period, r.signed_at,
-                           CASE WHEN r.period_ends_at > r.signed_at THEN r.period_ends_at ELSE r.signed_at + interval '35 days' END AS horizon
+                           r.experiment_period AS period, r.signed_at, r.period_ends_at
                     FROM churnwatch.retention_message_requests r
                     WHERE r.bundle_id = \(app) AND r.experiment = \(name) AND r.signed_at <= \(asOf)
                     ORDER BY r.original_transaction_id, r.signed_at
@@ -27,10 +26,11 @@ extension ChurnStore {
                                        AND ev.occurred_at > f.signed_at
                                        AND ev.occurred_at <= f.signed_at + make_interval(hours => \(decisionHours)::int)
                                      ORDER BY ev.occurred_at DESC LIMIT 1), true) AS renewing,
-                           CASE WHEN s.expires_at > f.horizon THEN 'saved'
-                                WHEN f.horizon <= \(asOf) AND s.last_success_at > f.horizon THEN 'lost' END AS outcome,
+                           CASE WHEN s.expires_at > h.horizon THEN 'saved'
+                                WHEN h.horizon <= \(asOf) AND s.last_success_at > h.horizon THEN 'lost' END AS outcome,
                            (s.snapshot->>'renewal_price')::bigint AS price, s.snapshot->>'renewal_currency' AS currency
                     FROM first f LEFT JOIN churnwatch.subscriptions s ON s.original_transaction_id = f.original_transaction_id
+                    CROSS JOIN LATERAL (SELECT \(Self.horizon) AS horizon) h
                 )
                 SELECT period, arm, count(*) AS exposed, count(*) FILTER (WHERE matured) AS matured,
                        count(*) FILTER (WHERE matured AND renewing) AS renewing,

@@ -210,7 +210,12 @@ extension ChurnStore {
                         facts_known, answer, experiment, experiment_arm, experiment_period)
                     SELECT request_identifier, \(app), original_transaction_id, product_id, user_locale, environment,
                            to_timestamp(signed_at / 1000), arm, rule_name, rule_kind, answer_kind, message_id, segment, tenure_days,
-                           to_timestamp(period_ends_at / 1000), facts_known,
+                           -- Chosen without the database's facts: the period end as stored when the record is
+                           -- written (moments after the view), so the outcome's horizon is still the next renewal.
+                           coalesce(to_timestamp(period_ends_at / 1000),
+                                    (SELECT s.expires_at FROM churnwatch.subscriptions s
+                                     WHERE s.original_transaction_id = r.original_transaction_id AND s.bundle_id = \(app))),
+                           facts_known,
                            answer::jsonb, experiment, experiment_arm, experiment_period
                     FROM r
                     ON CONFLICT (request_identifier) DO NOTHING

@@ -65,6 +65,26 @@ struct ExperimentStoreTests {
         }
     }
 
+    @Test("the horizon: the stored period end when it is after the view; when it had passed, the next boundary by the period's length; else 35 days on")
+    func horizon() async throws {
+        try await FreshDatabase.with { fresh in
+            let db = try WinbackQueueTests.migrated(fresh)
+            let view = Self.t0, day = 86_400.0
+            func h(_ end: Date?, _ period: Double?) throws -> Date {
+                try db.query("""
+                    SELECT churnwatch.cancel_page_horizon(\(view), \(end), \(period.map { "\(Int($0)) seconds" })::interval) AS h
+                    """)[0].decode(Date.self, "h")
+            }
+            #expect(try h(view + 3 * day, 30 * day) == view + 3 * day)
+            // A monthly renewal 2 days before the view that churnwatch had not seen: the next one, 28 days on.
+            #expect(try h(view - 2 * day, 30 * day) == view + 28 * day)
+            // A yearly one 10 days before: the end of the new year, not 35 days on (a cancellation would count as a save).
+            #expect(try h(view - 10 * day, 365 * day) == view + 355 * day)
+            #expect(try h(view - 30 * day, 30 * day) == view + 30 * day)
+            #expect(try h(nil, 30 * day) == view + 35 * day && h(view - day, nil) == view + 35 * day)
+        }
+    }
+
     @Test("counts: each subscriber once, in the period and arm of the first exposure; the 24-hour metric from auto-renew events; the long outcome from the stored period")
     func counts() async throws {
         try await FreshDatabase.with { fresh in

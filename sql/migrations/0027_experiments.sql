@@ -90,3 +90,18 @@ ALTER TABLE churnwatch.retention_message_requests
     ADD COLUMN experiment_period integer;
 CREATE INDEX retention_message_requests_experiment_idx
     ON churnwatch.retention_message_requests (bundle_id, experiment, original_transaction_id, signed_at) WHERE experiment IS NOT NULL;
+
+-- The cancel page's outcome horizon (docs/contracts.md "The cancel page"): the end of the period
+-- the subscriber was in at the view. When the period end stored at the view had already passed
+-- (a renewal churnwatch had not seen yet), the period boundaries after it by the subscription's
+-- period length (`period`, from its current snapshot) until one is past the view; 35 days after
+-- the view when nothing is known.
+CREATE FUNCTION churnwatch.cancel_page_horizon(signed_at timestamptz, period_ends_at timestamptz, period interval)
+RETURNS timestamptz LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN period_ends_at > signed_at THEN period_ends_at
+        WHEN period_ends_at IS NOT NULL AND period > interval '1 day' THEN
+            period_ends_at + period * (floor(extract(epoch FROM signed_at - period_ends_at) / extract(epoch FROM period)) + 1)
+        ELSE signed_at + interval '35 days'
+    END
+$$;
