@@ -68,6 +68,35 @@ struct ExperimentsEndToEndTests {
         let end = E2E.start.addingTimeInterval(8 * E2E.day)
         let truth = try JSONDecoder().decode(Views.self, from: try world.sim.request("GET", "/_sim/retention/views?from=\(E2E.iso(E2E.start))&to=\(E2E.iso(end))"))
             .views.filter(\.posted)
+        let shown = try await Self.shownAsRecorded(truth, db)
+        print("experiments end to end: \(truth.count) views, \(shown.sorted { $0.key < $1.key }); updates: \(updates.joined(separator: " | "))")
+        #expect(Set(shown.keys) == ["holdout default", "note message", "half promotional_offer"], "\(shown)")
+        // Every exposed subscriber (Apple's performance test's one included) has one assignment: their first arm.
+        let exposed = try ServeCLITests.count(db, "SELECT count(DISTINCT original_transaction_id) FROM churnwatch.retention_message_requests WHERE experiment = 'exp'")
+        #expect(try ServeCLITests.count(db, "SELECT count(*) FROM churnwatch.experiment_assignments") == exposed)
+        #expect(try ServeCLITests.count(db, """
+            SELECT count(*) FROM churnwatch.experiment_assignments a WHERE a.arm <> (SELECT r.experiment_arm FROM churnwatch.retention_message_requests r
+                WHERE r.original_transaction_id = a.original_transaction_id AND r.experiment = 'exp' ORDER BY r.signed_at LIMIT 1)
+            """) == 0)
+        #expect(try ServeCLITests.count(db, "SELECT count(*) FROM churnwatch.retention_message_requests WHERE experiment_period > 0") > 0)
+
+        let readout = try await Self.run(["outcomes", "--experiment", "exp", "--json", "--as-of", E2E.iso(end)], env)
+        let lines = readout.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+        #expect(lines.first?["srm_flagged"] as? Bool == false, "\(readout.stdout)")
+        #expect(Set(lines.compactMap { $0["arm"] as? String }) == ["note", "half", "holdout"], "\(readout.stdout)")
+        #expect(lines.filter { $0["arm"] != nil }.map { $0["exposed"] as? Int ?? 0 }.reduce(0, +) == exposed)
+
+        let stop = try await Self.run(["experiments", "stop", "exp", "--keep", "half"], env)
+        #expect(stop.status == 0, "\(stop.stderr)")
+        let rule = try await Self.run(["messages", "rules", "list"], env)
+        #expect(rule.stdout.contains("\"kind\":\"promotional_offer\"") && rule.stdout.contains("\"offerId\":\"save50\""), "\(rule.stdout)")
+        #expect(try await Self.run(["experiments", "list"], env).stdout.contains("exp  stopped"))
+        #expect(try await server.stop().status == 0)
+    }
+
+    /// What the simulator showed at each posted view against the arm recorded for it: the holdout
+    /// the default, each arm its answer, a subscriber one arm throughout. Counts by "arm shown".
+    static func shownAsRecorded(_ truth: [CancelPageEndToEndTests.View], _ db: PostgresConnection) async throws -> [String: Int] {
         // Records follow their answers by moments: wait (bounded) for every view's.
         let ids = truth.map { $0.request_identifier.lowercased() }
         let deadline = Date().addingTimeInterval(30)
@@ -94,28 +123,6 @@ struct ExperimentsEndToEndTests {
             #expect(armOf[r.otid].map { $0 == arm } ?? true, "subscriber \(r.otid) moved from \(armOf[r.otid] ?? "") to \(arm)")
             armOf[r.otid] = arm
         }
-        print("experiments end to end: \(truth.count) views, \(shown.sorted { $0.key < $1.key }); updates: \(updates.joined(separator: " | "))")
-        #expect(Set(shown.keys) == ["holdout default", "note message", "half promotional_offer"], "\(shown)")
-        // Every exposed subscriber (Apple's performance test's one included) has one assignment: their first arm.
-        let exposed = try ServeCLITests.count(db, "SELECT count(DISTINCT original_transaction_id) FROM churnwatch.retention_message_requests WHERE experiment = 'exp'")
-        #expect(try ServeCLITests.count(db, "SELECT count(*) FROM churnwatch.experiment_assignments") == exposed)
-        #expect(try ServeCLITests.count(db, """
-            SELECT count(*) FROM churnwatch.experiment_assignments a WHERE a.arm <> (SELECT r.experiment_arm FROM churnwatch.retention_message_requests r
-                WHERE r.original_transaction_id = a.original_transaction_id AND r.experiment = 'exp' ORDER BY r.signed_at LIMIT 1)
-            """) == 0)
-        #expect(try ServeCLITests.count(db, "SELECT count(*) FROM churnwatch.retention_message_requests WHERE experiment_period > 0") > 0)
-
-        let readout = try await Self.run(["outcomes", "--experiment", "exp", "--json", "--as-of", E2E.iso(end)], env)
-        let lines = readout.stdout.split(separator: "\n").compactMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
-        #expect(lines.first?["srm_flagged"] as? Bool == false, "\(readout.stdout)")
-        #expect(Set(lines.compactMap { $0["arm"] as? String }) == ["note", "half", "holdout"], "\(readout.stdout)")
-        #expect(lines.filter { $0["arm"] != nil }.map { $0["exposed"] as? Int ?? 0 }.reduce(0, +) == exposed)
-
-        let stop = try await Self.run(["experiments", "stop", "exp", "--keep", "half"], env)
-        #expect(stop.status == 0, "\(stop.stderr)")
-        let rule = try await Self.run(["messages", "rules", "list"], env)
-        #expect(rule.stdout.contains("\"kind\":\"promotional_offer\"") && rule.stdout.contains("\"offerId\":\"save50\""), "\(rule.stdout)")
-        #expect(try await Self.run(["experiments", "list"], env).stdout.contains("exp  stopped"))
-        #expect(try await server.stop().status == 0)
+        return shown
     }
 }
