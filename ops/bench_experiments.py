@@ -100,13 +100,15 @@ def night(bin_dir, sim, t):
 
 
 def experiment(bin_dir, sim, night0, nights, out, port, skew):
-    night(bin_dir, sim, night0)
-    setup(bin_dir, night0, skew)
+    # Serve first: the views of the population's past (before night 0) are answered at once (no
+    # rule yet), not left to time out one by one against a closed port.
     log = open(out + ".serve.log", "w")
     serve = subprocess.Popen([os.path.join(bin_dir, "churnwatch"), "serve", "--listen", f"127.0.0.1:{port}", "--retention-max-skew", "off",
                               "--no-webhooks", "--log-format", "json"], stdout=subprocess.PIPE, stderr=log, text=True)
     if "listening on" not in serve.stdout.readline():
         sys.exit("bench_experiments: serve did not start")
+    night(bin_dir, sim, night0)
+    setup(bin_dir, night0, skew)
     updates = []
     for n in range(1, nights + 1):
         updates.append(night(bin_dir, sim, night0 + dt.timedelta(days=n)))
