@@ -70,7 +70,7 @@ enum OutcomesExperiment {
         for a in arms {
             var uplift = "-"
             if let e = a.estimate, let u = e.uplift, let l = e.low, let h = e.high { uplift = String(format: "%+.1f pp [%+.1f, %+.1f]", u * 100, l * 100, h * 100) }
-            let kept = (a.revenueKept ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key) \(Decimal($0.value) / 1000)" }.joined(separator: ", ")
+            let kept = (a.revenueKept ?? [:]).sorted { $0.key < $1.key }.map { "\($0.key) \(CurrencyAmount.format(milliunits: $0.value, currency: $0.key))" }.joined(separator: ", ")
             out.append(pad(a.arm + (a.retired ? "*" : ""), 14) + pad(a.weightNow.map { String(format: "%.3f", $0) } ?? "-", 8) + pad(String(a.exposed), 9)
                        + pad(pct(a.renewing, a.matured), 14) + pad(String(a.decided), 9) + pad(pct(a.saved, a.decided), 8) + pad(uplift, 30)
                        + pad(a.estimate.map { String(format: "%.2f", $0.probabilityBest) } ?? "-", 9) + (kept.isEmpty ? "-" : kept))
