@@ -130,7 +130,20 @@ def experiment(bin_dir, sim, night0, nights, out, port, skew):
                    ((s.snapshot->>'period_end_ms')::bigint - (s.snapshot->>'period_start_ms')::bigint) * interval '1 millisecond'))
         FROM churnwatch.retention_message_requests f LEFT JOIN churnwatch.subscriptions s ON s.original_transaction_id = f.original_transaction_id
         WHERE f.experiment = 'exp'""")}
-    json.dump({"readout": readout, "potential": potential, "views": views, "recorded": recorded, "updates": updates,
+    # Each subscriber's long outcome as churnwatch judges it (saved, lost, or none yet), to set beside the truth's.
+    labels = {r[0]: r[1] for r in sql(f"""
+        SELECT s.original_transaction_id,
+               CASE WHEN EXISTS (SELECT 1 FROM churnwatch.churn_events ev WHERE ev.original_transaction_id = f.original_transaction_id
+                                 AND ev.event = 'expired' AND ev.superseded_at IS NULL AND ev.occurred_at > f.signed_at
+                                 AND ev.occurred_at <= h.horizon + interval '1 day') THEN 'lost'
+                    WHEN s.expires_at > h.horizon THEN 'saved' WHEN h.horizon <= '{iso(final)}' AND s.last_success_at > h.horizon THEN 'lost'
+                    ELSE '' END
+        FROM (SELECT DISTINCT ON (original_transaction_id) original_transaction_id, signed_at, period_ends_at
+              FROM churnwatch.retention_message_requests WHERE experiment = 'exp' ORDER BY original_transaction_id, signed_at) f
+        JOIN churnwatch.subscriptions s ON s.original_transaction_id = f.original_transaction_id
+        CROSS JOIN LATERAL (SELECT churnwatch.cancel_page_horizon(f.signed_at, f.period_ends_at,
+            ((s.snapshot->>'period_end_ms')::bigint - (s.snapshot->>'period_start_ms')::bigint) * interval '1 millisecond') AS horizon) h""")}
+    json.dump({"labels": labels, "readout": readout, "potential": potential, "views": views, "recorded": recorded, "updates": updates,
                "night0": iso(night0), "nights": nights, "final": iso(final), "skew": skew}, open(out, "w"))
 
 

@@ -9,7 +9,8 @@ extension ChurnStore {
     /// The horizon is the end of the period the subscriber was in at the view (the next renewal):
     /// `churnwatch.cancel_page_horizon` (the stored period end, or when it had passed, the next
     /// boundary by the period's length; 35 days after the view when nothing is known). Saved: the
-    /// subscription's period now ends after the horizon (it renewed). Lost: not saved, and polled
+    /// subscription's period now ends after the horizon (it renewed) and it did not expire on the
+    /// way (`lapsed`). Lost: it expired on the way, or it is not saved and was polled
     /// after the horizon. Else not decided yet.
     public func cancelPageOutcomes(since: Date?, asOf: Date) async throws -> [OutcomeSummary] {
         try await pool.withConnection { db in try Self.cancelPageOutcomes(db, app: app, since: since, asOf: asOf) }
@@ -25,7 +26,7 @@ extension ChurnStore {
                 ORDER BY r.original_transaction_id, r.signed_at
             )
             SELECT f.rule_kind, f.arm = 'holdout' AS holdout,
-                   CASE WHEN s.expires_at > h.horizon THEN 'saved'
+                   CASE WHEN \(Self.lapsed) THEN 'lost' WHEN s.expires_at > h.horizon THEN 'saved'
                         WHEN h.horizon <= \(asOf) AND s.last_success_at > h.horizon THEN 'lost' END AS outcome,
                    (s.snapshot->>'renewal_price')::bigint AS price, s.snapshot->>'renewal_currency' AS currency
             FROM first f LEFT JOIN churnwatch.subscriptions s ON s.original_transaction_id = f.original_transaction_id
@@ -58,6 +59,15 @@ extension ChurnStore {
         }
         return summaries
     }
+
+    /// Whether subscription `s` lapsed between the view `f` and its horizon `h`: an `expired` event
+    /// dated after the view and by a day past the horizon. A customer who left at the horizon and
+    /// came back later has a period end after the horizon again: without this, saved.
+    static let lapsed: PostgresQuery = """
+        EXISTS (SELECT 1 FROM churnwatch.churn_events ev
+                WHERE ev.original_transaction_id = f.original_transaction_id AND ev.bundle_id = s.bundle_id AND ev.event = 'expired'
+                  AND ev.superseded_at IS NULL AND ev.occurred_at > f.signed_at AND ev.occurred_at <= h.horizon + interval '1 day')
+        """
 
     /// The horizon of a first view `f` of subscription `s` (docs/contracts.md "The cancel page").
     static let horizon: PostgresQuery = """

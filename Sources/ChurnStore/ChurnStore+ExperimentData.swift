@@ -6,7 +6,7 @@ extension ChurnStore {
     /// The counts of an experiment (`ExperimentCellCounts`) as of `asOf`: each subscriber counted once, at the first view
     /// recorded in the experiment (its arm and period). The long outcome is the cancel page's
     /// (`cancelPageOutcomes`): the horizon is the end of the period at the view
-    /// (`churnwatch.cancel_page_horizon`); saved: the subscription's period now ends after
+    /// (`churnwatch.cancel_page_horizon`); lost when it expired on the way (`lapsed`); saved: the subscription's period now ends after
     /// the horizon; lost: not saved and polled after the horizon.
     public func experimentCounts(_ name: String, asOf: Date, decisionHours: Int) async throws -> [ExperimentCellCounts] {
         try await pool.withConnection { db in
@@ -26,7 +26,7 @@ extension ChurnStore {
                                        AND ev.occurred_at > f.signed_at
                                        AND ev.occurred_at <= f.signed_at + make_interval(hours => \(decisionHours)::int)
                                      ORDER BY ev.occurred_at DESC LIMIT 1), true) AS renewing,
-                           CASE WHEN s.expires_at > h.horizon THEN 'saved'
+                           CASE WHEN \(Self.lapsed) THEN 'lost' WHEN s.expires_at > h.horizon THEN 'saved'
                                 WHEN h.horizon <= \(asOf) AND s.last_success_at > h.horizon THEN 'lost' END AS outcome,
                            (s.snapshot->>'renewal_price')::bigint AS price, s.snapshot->>'renewal_currency' AS currency
                     FROM first f LEFT JOIN churnwatch.subscriptions s ON s.original_transaction_id = f.original_transaction_id

@@ -96,21 +96,24 @@ struct ExperimentStoreTests {
             try await store.retentionRecord([
                 Self.record(UUID(), "s-1", at: t, arm: "a", period: 0), Self.record(UUID(), "s-1", at: t + 3600, arm: "a", period: 0),
                 Self.record(UUID(), "s-2", at: t, arm: "a", period: 0), Self.record(UUID(), "s-3", at: t, arm: "holdout", period: 0),
-                Self.record(UUID(), "s-4", at: t + 86_400, arm: "b", period: 1),
+                Self.record(UUID(), "s-4", at: t + 86_400, arm: "b", period: 1), Self.record(UUID(), "s-5", at: t, arm: "a", period: 0),
             ])
-            // s-2 turned auto-renew off an hour after the view; s-1 renewed past its horizon (10 days on); s-2 was polled after it, lost.
+            // s-2 turned auto-renew off an hour after the view; s-1 renewed past its horizon (10 days on); s-2 was polled after it, lost;
+            // s-5 expired at its horizon and came back 30 days later: lost, though its period now ends after the horizon.
             try db.execute("""
                 INSERT INTO churnwatch.churn_events (original_transaction_id, event, occurred_at, detected_at, details, bundle_id)
-                VALUES ('s-2', 'auto_renew_disabled', \(t + 3600), now(), '{}', 'com.example.churnwatch')
+                VALUES ('s-2', 'auto_renew_disabled', \(t + 3600), now(), '{}', 'com.example.churnwatch'),
+                       ('s-5', 'expired', \(t + 10 * 86_400), now(), '{}', 'com.example.churnwatch')
                 """)
             try db.execute("""
                 INSERT INTO churnwatch.subscriptions (original_transaction_id, bundle_id, expires_at, last_success_at, snapshot)
                 VALUES ('s-1', 'com.example.churnwatch', \(t + 40 * 86_400), \(t + 12 * 86_400), '{"renewal_price": 9990, "renewal_currency": "USD"}'),
-                       ('s-2', 'com.example.churnwatch', \(t + 10 * 86_400), \(t + 12 * 86_400), '{}')
+                       ('s-2', 'com.example.churnwatch', \(t + 10 * 86_400), \(t + 12 * 86_400), '{}'),
+                       ('s-5', 'com.example.churnwatch', \(t + 70 * 86_400), \(t + 41 * 86_400), '{}')
                 """)
             let cells = try await store.experimentCounts("exp", asOf: t + 20 * 86_400, decisionHours: 24)
             let a = cells.first { $0.period == 0 && $0.arm == "a" }
-            #expect(a.map { [$0.exposed, $0.matured, $0.renewing, $0.decided, $0.saved] } == [2, 2, 1, 2, 1])
+            #expect(a.map { [$0.exposed, $0.matured, $0.renewing, $0.decided, $0.saved] } == [3, 3, 2, 3, 1])
             #expect(a?.savedPrice == ["USD": 9990])
             #expect(cells.first { $0.arm == "holdout" }.map { [$0.exposed, $0.decided] } == [1, 0])
             #expect(cells.first { $0.arm == "b" }?.period == 1)
