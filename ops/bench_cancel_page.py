@@ -49,14 +49,14 @@ def http(sim, method, path):
 def churnwatch(bin_dir, *args):
     r = subprocess.run([os.path.join(bin_dir, "churnwatch"), *args], capture_output=True, text=True)
     if r.returncode != 0:
-        sys.exit(f"bench_cancel_page: churnwatch {' '.join(args[:3])} exited {r.returncode}: {r.stderr.strip()[-400:]}")
+        sys.exit(f"{os.path.basename(sys.argv[0])}: churnwatch {' '.join(args[:3])} exited {r.returncode}: {r.stderr.strip()[-400:]}")
     return r.stdout
 
 
 def sql(query):
     r = subprocess.run(["psql", os.environ["DATABASE_URL"], "-XqAt", "-F", "\t", "-c", query], capture_output=True, text=True)
     if r.returncode != 0:
-        sys.exit(f"bench_cancel_page: psql: {r.stderr.strip()}")
+        sys.exit(f"{os.path.basename(sys.argv[0])}: psql: {r.stderr.strip()}")
     return [line.split("\t") for line in r.stdout.splitlines() if line]
 
 

@@ -29,6 +29,9 @@ import subprocess
 import sys
 import urllib.request
 
+# The same small helpers as the cancel page's bench (iso, the simulator's HTTP, the binary, psql).
+from bench_cancel_page import churnwatch, http, iso, sql
+
 M_DEFAULT = "00000000-0000-4000-8000-00000000d0d0"
 ARMS = {  # arm: (message, kind, extra, discount)
     "a": ("a1111111-1111-4111-8111-111111111111", "message", None, 0.0),
@@ -39,32 +42,8 @@ ARMS = {  # arm: (message, kind, extra, discount)
 TAIL_DAYS = [7, 21, 40]
 
 
-def iso(t):
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def parse(s):
     return dt.datetime.strptime(s[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=dt.timezone.utc)
-
-
-def http(sim, method, path):
-    req = urllib.request.Request(sim + path, method=method)
-    with urllib.request.urlopen(req, timeout=900) as r:
-        return json.loads(r.read() or b"null")
-
-
-def churnwatch(bin_dir, *args):
-    r = subprocess.run([os.path.join(bin_dir, "churnwatch"), *args], capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"bench_experiments: churnwatch {' '.join(args[:3])} exited {r.returncode}: {r.stderr.strip()[-400:]}")
-    return r.stdout
-
-
-def sql(query):
-    r = subprocess.run(["psql", os.environ["DATABASE_URL"], "-XqAt", "-F", "\t", "-c", query], capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"bench_experiments: psql: {r.stderr.strip()}")
-    return [line.split("\t") for line in r.stdout.splitlines() if line]
 
 
 def key(arm):
